@@ -1,0 +1,19 @@
+"""A drop-in ``concurrent.futures.ThreadPoolExecutor`` with priorities, delays, start
+deadlines and recurring tasks."""
+
+from ._executor import PriorityExecutor
+from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
+from ._stats import ExecutorStats
+
+__all__ = [
+    "Aging",
+    "EarliestDeadlineFirst",
+    "ExecutorStats",
+    "Fifo",
+    "Policy",
+    "Priority",
+    "PriorityExecutor",
+    "PriorityFirst",
+    "TaskInfo",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,75 @@
+"""Checks of the scheduling arguments, and their conversion to times on the executor's clock.
+
+Every check raises before anything is queued, naming the argument, so bad input leaves the
+executor exactly as it was.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Union
+
+from ._clock import Clock
+
+Seconds = Union[int, float, datetime.timedelta]
+When = Union[Seconds, datetime.datetime]
+
+
+def check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    return priority
+
+
+def check_callable(fn: object, name: str = "fn") -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be callable, got {fn!r}")
+
+
+def seconds(name: str, value: object, *, positive: bool = False) -> float:
+    """A duration in seconds: an int or float, or a ``timedelta``; finite and >= 0 (> 0)."""
+    if isinstance(value, datetime.timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        result = float(value)
+    else:
+        raise TypeError(
+            f"{name} must be a number of seconds or a timedelta, not {type(value).__name__}"
+        )
+    if not math.isfinite(result) or result < 0 or (positive and result == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return result
+
+
+def on_clock(clock: Clock, now: float, moment: datetime.datetime) -> float:
+    """A datetime (naive means local time) as a time on ``clock``, read at ``now``."""
+    return now + (moment.timestamp() - clock.wall())
+
+
+def due_time(clock: Clock, now: float, delay: object, run_at: object) -> float:
+    """When a task submitted at ``now`` becomes due. A past ``run_at`` keeps its past time."""
+    if run_at is None:
+        return now if delay is None else now + seconds("delay", delay)
+    if delay is not None:
+        raise ValueError("delay and run_at cannot both be given")
+    if not isinstance(run_at, datetime.datetime):
+        raise TypeError(f"run_at must be a datetime.datetime, not {type(run_at).__name__}")
+    return on_clock(clock, now, run_at)
+
+
+def deadline_time(clock: Clock, now: float, due: float, expires: object) -> float | None:
+    """The start deadline of a task submitted at ``now``; it must come after ``due``."""
+    if expires is None:
+        return None
+    if isinstance(expires, datetime.datetime):
+        deadline = on_clock(clock, now, expires)
+    else:
+        deadline = now + seconds("expires", expires)
+    if deadline <= due:
+        raise ValueError(
+            f"expires must fall after the task's due time (deadline {deadline - now:+.6f} s,"
+            f" due {due - now:+.6f} s from now)"
+        )
+    return deadline

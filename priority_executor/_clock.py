@@ -1,0 +1,83 @@
+"""Clocks: where the executor reads the time, and who wakes the pending heap.
+
+Every time inside the executor is a float of seconds on one monotonic clock. A clock also
+gives the wall time, so that a ``run_at`` datetime can be turned into a point on that clock.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def wall(self) -> float: ...
+
+    def attach(self, scheduler: Scheduler) -> bool:
+        """Return True if this clock itself promotes the scheduler's due tasks."""
+        ...
+
+
+class MonotonicClock:
+    """Real time: ``time.monotonic`` for intervals, so wall-clock jumps move nothing."""
+
+    now = staticmethod(time.monotonic)
+    wall = staticmethod(time.time)
+
+    def attach(self, scheduler: Scheduler) -> bool:
+        return False
+
+
+class ManualClock:
+    """Time that moves only when a test says so.
+
+    An executor built with ``clock=ManualClock()`` starts no promoter thread: ``advance()``
+    does the promoter's work in the calling thread, so when it returns every task due by the
+    new time is in the ready heap and every deadline that passed has been applied. One clock
+    can drive several executors. Its wall time starts at the real wall time when the clock
+    is made and moves with it.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        if isinstance(start, bool) or not isinstance(start, (int, float)):
+            raise TypeError(f"start must be a number of seconds, not {type(start).__name__}")
+        if not math.isfinite(start):
+            raise ValueError(f"start must be finite, got {start!r}")
+        self._now = float(start)
+        self._wall_offset = time.time() - self._now
+        # advance() is serialised so that promotions happen in time order.
+        self._advancing = threading.Lock()
+        self._schedulers: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+
+    def now(self) -> float:
+        """The current time of this clock, in seconds."""
+        return self._now
+
+    def wall(self) -> float:
+        return self._wall_offset + self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and promote, in this thread, everything that became due."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"seconds must be a number, not {type(seconds).__name__}")
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+        with self._advancing:
+            self._now += seconds
+            for scheduler in list(self._schedulers):
+                scheduler.promote_due()
+
+    def attach(self, scheduler: Scheduler) -> bool:
+        self._schedulers.add(scheduler)
+        return True
+
+    def __repr__(self) -> str:
+        return f"ManualClock(now={self._now!r})"

@@ -1,0 +1,203 @@
+"""``PriorityExecutor``: the public façade over one scheduler and its worker pool.
+
+The façade owns nothing the threads need: workers, promoter and tasks reference the
+scheduler only, so an executor dropped without ``shutdown()`` is garbage collected and then
+shut down without waiting, as ``ThreadPoolExecutor`` is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future
+from typing import Any, Callable, TypeVar
+
+from . import _lifecycle
+from ._arguments import (
+    Seconds,
+    When,
+    check_callable,
+    check_priority,
+    deadline_time,
+    due_time,
+    seconds,
+)
+from ._clock import Clock, ManualClock, MonotonicClock
+from ._policies import Policy, PriorityFirst
+from ._recurring import Series
+from ._scheduler import Scheduler
+from ._stats import ExecutorStats
+from ._task import ExpiringTask, Task
+from ._workers import WorkerPool
+
+T = TypeVar("T")
+
+_DEFAULT_POLICY = PriorityFirst()
+_cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
+
+
+class PriorityExecutor(Executor):
+    """A ``ThreadPoolExecutor`` that runs the most important due task first.
+
+    ``submit()`` also takes ``priority``, ``delay``, ``run_at`` and ``expires``; due tasks
+    are taken in the order of ``policy``; ``clock`` replaces real time (see
+    ``priority_executor.testing.ManualClock``).
+    """
+
+    _counter = itertools.count().__next__
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        thread_name_prefix: str = "",
+        initializer: Callable[..., object] | None = None,
+        initargs: tuple[Any, ...] = (),
+        *,
+        policy: Policy = _DEFAULT_POLICY,
+        clock: ManualClock | None = None,
+    ) -> None:
+        if max_workers is None:
+            # As ThreadPoolExecutor: at least 5 workers, at most 32, for I/O-bound work.
+            max_workers = min(32, (_cpu_count() or 1) + 4)
+        if max_workers <= 0:
+            raise ValueError("max_workers must be greater than 0")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        if clock is not None and not isinstance(clock, ManualClock):
+            raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
+        self._clock: Clock = MonotonicClock() if clock is None else clock
+        name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
+        self._scheduler = scheduler = Scheduler(
+            self._clock, policy, WorkerPool(max_workers, name_prefix, initializer, initargs)
+        )
+        _lifecycle.register(scheduler)
+        finalizer = weakref.finalize(self, scheduler.shutdown, False, _lifecycle.shutdown_reason())
+        finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
+
+    def submit(  # type: ignore[override]
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        priority: int = 0,
+        delay: Seconds | None = None,
+        run_at: When | None = None,
+        expires: When | None = None,
+        **kwargs: Any,
+    ) -> Future[T]:
+        """Schedule ``fn(*args, **kwargs)``; return its future.
+
+        ``priority``: an int, higher first among due tasks. ``delay`` (seconds or timedelta)
+        or ``run_at`` (datetime): when it becomes due, default now. ``expires`` (seconds or
+        timedelta from now, or a datetime): cancel it if it has not started by then.
+        """
+        clock = self._clock
+        now = clock.now()
+        if delay is None and run_at is None and expires is None:
+            due, deadline = now, None
+        else:
+            due = due_time(clock, now, delay, run_at)
+            deadline = deadline_time(clock, now, due, expires)
+        check_callable(fn)
+        check_priority(priority)
+        future: Future[T] = Future()
+        scheduler = self._scheduler
+        if deadline is None:
+            task = Task(scheduler, fn, args, kwargs, future, priority, due)
+        else:
+            task = ExpiringTask(
+                scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
+            )
+        future.add_done_callback(task)
+        scheduler.add(task, due <= now)
+        return future
+
+    def submit_recurring(
+        self,
+        fn: Callable[..., object],
+        /,
+        *args: Any,
+        interval: Seconds,
+        fixed_rate: bool = False,
+        priority: int = 0,
+        delay: Seconds | None = None,
+        run_at: When | None = None,
+        **kwargs: Any,
+    ) -> Future[None]:
+        """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
+
+        First at ``delay``/``run_at`` (default now). Fixed delay by default: the next run is
+        due ``interval`` after the previous one ended. ``fixed_rate=True``: runs are due on
+        the grid ``first_due + k * interval``; slots that a long run overran are skipped.
+        The future stays pending while the series lives; ``cancel()`` stops it (a run in
+        progress finishes); a run that raises ends it with that exception.
+        """
+        clock = self._clock
+        now = clock.now()
+        due = due_time(clock, now, delay, run_at)
+        period = seconds("interval", interval, positive=True)
+        if not isinstance(fixed_rate, bool):
+            raise TypeError(f"fixed_rate must be a bool, not {type(fixed_rate).__name__}")
+        check_callable(fn)
+        check_priority(priority)
+        future: Future[None] = Future()
+        series = Series(
+            self._scheduler, fn, args, kwargs, future,
+            priority=priority, first_due=due, interval=period, fixed_rate=fixed_rate,
+        )  # fmt: skip
+        future.add_done_callback(series)
+        self._scheduler.add(series.run, due <= now)
+        return future
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int = 0,
+    ) -> Iterator[T]:
+        """As ``Executor.map``: results in input order; every call at ``priority``.
+
+        On a timeout or an early exit, the calls not yet returned are cancelled.
+        """
+        end_time = None if timeout is None else timeout + time.monotonic()
+        futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
+
+        def results() -> Iterator[T]:
+            try:
+                futures.reverse()  # pop() from the end: yielded futures are released
+                while futures:
+                    remaining = None if end_time is None else end_time - time.monotonic()
+                    yield _result_or_cancel(futures.pop(), remaining)
+            finally:
+                for future in futures:
+                    future.cancel()
+
+        return results()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Take no more work; cancel recurring series; with ``cancel_futures``, also every
+        task not yet started. Other tasks still run, delayed ones at their time. With
+        ``wait``, return when they have: unless called from a task or a callback of this
+        executor, which cannot wait for itself."""
+        self._scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
+        if wait:
+            self._scheduler.join()
+
+    def stats(self) -> ExecutorStats:
+        """A consistent snapshot of how many tasks are in each state."""
+        return self._scheduler.stats()
+
+
+def _result_or_cancel(future: Future[T], timeout: float | None) -> T:
+    try:
+        return future.result(timeout)
+    finally:
+        future.cancel()
+
+
+__all__: list[str] = ["PriorityExecutor"]

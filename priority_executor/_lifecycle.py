@@ -1,0 +1,54 @@
+"""Interpreter exit and fork: the two moments when an executor is not shut down by its user.
+
+At exit, every live executor is shut down and waited for, as ``ThreadPoolExecutor`` does:
+queued and delayed one-shot tasks still run, recurring series are cancelled. This must
+happen before the interpreter joins its non-daemon threads, which is when
+``threading._register_atexit`` callbacks run (``atexit`` would be too late: idle workers
+would keep the join waiting forever).
+
+In a forked child the parent's threads do not exist: each inherited executor is closed and
+forgets them, so that neither its use nor the child's exit can wait on a thread that is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+_live: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+_exiting = False
+
+
+def register(scheduler: Scheduler) -> None:
+    _live.add(scheduler)
+
+
+def shutdown_reason() -> str:
+    if _exiting:
+        return "cannot schedule new futures after interpreter shutdown"
+    return "cannot schedule new futures after shutdown"
+
+
+def _at_exit() -> None:
+    global _exiting
+    _exiting = True
+    schedulers = list(_live)
+    for scheduler in schedulers:
+        scheduler.shutdown(cancel_futures=False, reason=shutdown_reason())
+    for scheduler in schedulers:
+        scheduler.join()
+
+
+def _after_fork_in_child() -> None:
+    for scheduler in list(_live):
+        scheduler.after_fork_in_child()
+
+
+threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExecutorStats:
+    """A snapshot of where every task submitted to an executor stands.
+
+    Each task is in exactly one field. Each run of a recurring series counts once; a
+    cancelled series counts once more, in ``cancelled``.
+    """
+
+    scheduled: int  # waiting for its due time
+    ready: int  # due, waiting for a worker
+    running: int
+    completed: int  # returned normally
+    failed: int  # raised, or could not be scheduled (a broken policy or pool)
+    cancelled: int  # by the user or by shutdown(cancel_futures=True)
+    expired: int  # not started by its deadline

@@ -1,0 +1,159 @@
+"""Tasks and their states.
+
+A task is claimed exactly once, under the scheduler's lock, by whoever moves it out of the
+waiting states: a worker that starts it, the user's ``cancel()``, its deadline, a shutdown
+with ``cancel_futures``, or a broken pool. That claim is the single step that decides every
+race; the claimer alone then completes the future, outside the lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future, InvalidStateError
+from operator import attrgetter
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ._recurring import Series
+    from ._scheduler import Scheduler
+
+# Waiting states first: a task in one of them sits in a heap and may still be claimed.
+PENDING = 0  # in the pending heap, not due yet
+READY = 1  # in the ready heap, due, waiting for a worker
+STARTED = 2
+COMPLETED = 3
+FAILED = 4
+CANCELLED = 5
+EXPIRED = 6
+VOID = 7  # a run of a recurring series that ended with its series: counted with the series
+STATES = 8
+
+NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+class TimerEntry:
+    """An entry of the pending heap: a task waiting to be due, or a task's deadline."""
+
+    __slots__ = ()
+    _when: float
+    _seq: int
+
+    def __lt__(self, other: TimerEntry) -> bool:
+        return self._when < other._when or (self._when == other._when and self._seq < other._seq)
+
+    def live(self) -> bool:
+        raise NotImplementedError
+
+
+class Task(TimerEntry):
+    """One call to run, with what the scheduler needs to order it.
+
+    It is also the done-callback of its future: that callback is the only way to learn that
+    ``Future.cancel()`` succeeded, so that the cancellation can be completed at once.
+    """
+
+    # Kept small: a delayed task costs no more memory than ThreadPoolExecutor's work item.
+    __slots__ = (
+        "_priority",
+        "_seq",
+        "_when",
+        "args",
+        "fn",
+        "future",
+        "kwargs",
+        "scheduler",
+        "state",
+    )
+    _deadline: float | None = None
+    series: Series | None = None
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        future: Future[Any],
+        priority: int,
+        due: float,
+    ) -> None:
+        self.scheduler = scheduler
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs or NO_KWARGS
+        self.future = future
+        self._priority = priority
+        self._when = due
+        self._seq = scheduler.next_seq()
+        self.state = PENDING
+
+    # What a policy reads (``TaskInfo``), read-only.
+    priority = property(attrgetter("_priority"))
+    due = property(attrgetter("_when"))
+    deadline = property(attrgetter("_deadline"))
+    seq = property(attrgetter("_seq"))
+
+    def live(self) -> bool:
+        return self.state == PENDING
+
+    def __call__(self, future: Future[Any]) -> None:
+        # Only the user's cancel() completes a future whose task is still waiting; every
+        # other completion happens after a claim, which moved the task out of those states.
+        if self.state <= READY:
+            self.scheduler.cancel(self)
+
+    def run(self) -> int:
+        """Run in a worker, after the claim; return the state the task ends in."""
+        if not self.future.set_running_or_notify_cancel():
+            return CANCELLED  # cancelled between the claim and this line
+        try:
+            result = self.fn(*self.args, **self.kwargs)
+        except BaseException as exc:
+            self.future.set_exception(exc)
+            # The traceback holds this frame: drop the frame's reference to the task.
+            del self
+            return FAILED
+        self.future.set_result(result)
+        return COMPLETED
+
+    def abandon(self) -> None:
+        """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
+        self.future.cancel()
+        self.future.set_running_or_notify_cancel()
+
+    def fail(self, exc: BaseException) -> None:
+        """Fail the claimed task's future without running it."""
+        try:
+            self.future.set_exception(exc)
+        except InvalidStateError:  # the user cancelled it after the claim
+            self.future.set_running_or_notify_cancel()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Task {self._seq} {getattr(self.fn, '__qualname__', self.fn)!r} state={self.state}>"
+        )
+
+
+class ExpiringTask(Task):
+    """A task with a start deadline, which has its own entry in the pending heap."""
+
+    __slots__ = ("_deadline",)
+
+    def __init__(self, *args: Any, deadline: float) -> None:
+        super().__init__(*args)
+        self._deadline = deadline
+
+
+class Expiry(TimerEntry):
+    """The deadline of an ``ExpiringTask``, ordered in the pending heap by that time."""
+
+    __slots__ = ("_seq", "_when", "task")
+
+    def __init__(self, task: Task, deadline: float) -> None:
+        self._when = deadline
+        self._seq = task._seq
+        self.task = task
+
+    def live(self) -> bool:
+        return self.task.state <= READY

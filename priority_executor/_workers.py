@@ -1,0 +1,87 @@
+"""The worker threads: who runs a ready task.
+
+Workers start lazily, one per submission that finds no idle worker, up to ``max_workers``,
+as in ``ThreadPoolExecutor``. An idle worker parks on a lock of its own that the next
+submission releases: a waiting worker costs no CPU, and a submission wakes exactly one
+worker that is really asleep.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._task import STARTED, STATES
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+_LOGGER = logging.getLogger("concurrent.futures")
+
+
+class WorkerPool:
+    """The threads of one executor, and the parking spots of those that are idle."""
+
+    def __init__(
+        self,
+        max_workers: int,
+        name_prefix: str,
+        initializer: Callable[..., object] | None,
+        initargs: tuple[Any, ...],
+    ) -> None:
+        self.max_workers = max_workers
+        self.name_prefix = name_prefix
+        self._initializer = initializer
+        self._initargs = initargs
+        self.threads: list[threading.Thread] = []
+        self.idle: list[threading.Lock] = []  # held locks: releasing one wakes its worker
+        self.tallies: list[list[int]] = []  # per worker: how many of its tasks ended in each state
+
+    # The three methods below are called with the scheduler's lock held.
+
+    def wake_or_spawn(self, scheduler: Scheduler) -> None:
+        """A task became ready: wake an idle worker, or start one if there is room."""
+        if self.idle:
+            self.idle.pop().release()
+        elif len(self.threads) < self.max_workers:
+            park = threading.Lock()
+            park.acquire()
+            tally = [0] * STATES
+            self.tallies.append(tally)
+            thread = threading.Thread(
+                name=f"{self.name_prefix}_{len(self.threads)}",
+                target=self._work,
+                args=(scheduler, park, tally),
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def wake_all(self) -> None:
+        idle = self.idle
+        while idle:
+            idle.pop().release()
+
+    def forget_threads(self) -> None:
+        self.threads = []
+        self.idle = []
+
+    def _work(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
+        if self._initializer is not None:
+            try:
+                self._initializer(*self._initargs)
+            except BaseException:
+                _LOGGER.critical("Exception in initializer:", exc_info=True)
+                scheduler.break_pool(
+                    "A thread initializer failed, the thread pool is not usable anymore"
+                )
+                return
+        while True:
+            task = scheduler.take(park)
+            if task is None:
+                return
+            if task.state == STARTED:
+                tally[task.run()] += 1
+            else:  # its deadline passed while it waited
+                task.abandon()
+            del task  # a finished task, and its result, must not live on while this worker sleeps

@@ -1,0 +1,5 @@
+"""Helpers for testing code that uses ``PriorityExecutor``."""
+
+from ._clock import ManualClock
+
+__all__ = ["ManualClock"]
