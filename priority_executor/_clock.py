@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -25,6 +24,10 @@ class Clock(Protocol):
         """Return True if this clock itself promotes the scheduler's due tasks."""
         ...
 
+    def detach(self, scheduler: Scheduler) -> None:
+        """The scheduler is closed and has nothing left to promote."""
+        ...
+
 
 class MonotonicClock:
     """Real time: ``time.monotonic`` for intervals, so wall-clock jumps move nothing."""
@@ -34,6 +37,9 @@ class MonotonicClock:
 
     def attach(self, scheduler: Scheduler) -> bool:
         return False
+
+    def detach(self, scheduler: Scheduler) -> None:
+        pass
 
 
 class ManualClock:
@@ -55,7 +61,9 @@ class ManualClock:
         self._wall_offset = time.time() - self._now
         # advance() is serialised so that promotions happen in time order.
         self._advancing = threading.Lock()
-        self._schedulers: weakref.WeakSet[Scheduler] = weakref.WeakSet()
+        # Held strongly, as a promoter thread holds its scheduler: an executor dropped
+        # without shutdown() still runs its delayed tasks when the clock reaches them.
+        self._schedulers: set[Scheduler] = set()
 
     def now(self) -> float:
         """The current time of this clock, in seconds."""
@@ -78,6 +86,9 @@ class ManualClock:
     def attach(self, scheduler: Scheduler) -> bool:
         self._schedulers.add(scheduler)
         return True
+
+    def detach(self, scheduler: Scheduler) -> None:
+        self._schedulers.discard(scheduler)
 
     def __repr__(self) -> str:
         return f"ManualClock(now={self._now!r})"

@@ -110,8 +110,10 @@ _BUILTIN = (PriorityFirst, Fifo, EarliestDeadlineFirst, Aging)
 def key_function(policy: Policy) -> Callable[[TaskInfo], SortKey]:
     """The key function the scheduler calls: checked, unless the policy is one of ours.
 
-    A key that does not compare with the others would break the heap for every task, so a
-    custom policy's keys are checked here and a bad one fails only the task it was made for.
+    The scheduler puts a key's items before the task's ``seq`` in a heap entry. A custom
+    key becomes one item, so that keys of different lengths still compare as tuples; and
+    it is checked here, because a key that does not compare with the others would break the
+    heap for every task, while a bad key fails only the task it was made for.
     """
     sort_key = getattr(policy, "sort_key", None)
     if not callable(sort_key):
@@ -121,11 +123,11 @@ def key_function(policy: Policy) -> Callable[[TaskInfo], SortKey]:
 
     def checked_key(task: TaskInfo) -> SortKey:
         key = sort_key(task)
-        if type(key) is not tuple or not all(_is_real(item) for item in key):
+        if not isinstance(key, tuple) or not all(_is_real(item) for item in key):
             raise TypeError(
                 f"{policy!r}.sort_key() must return a tuple of ints and floats, got {key!r}"
             )
-        return key
+        return (tuple(key),)  # type: ignore[return-value]
 
     return checked_key
 

@@ -9,13 +9,21 @@ One lock guards both heaps, the counts and every state change, so each claim (st
 cancel, expiry, drop) is one atomic step. User code never runs under it, except a policy's
 ``sort_key`` while a task is promoted; futures are completed after the lock is released,
 because completing a future runs its callbacks.
+
+Due tasks reach the ready heap through the *intake*, a deque that submitters append to
+without the lock, and that a worker drains under it. A submitter that took the lock would
+convoy with the workers: under the GIL, a thread preempted while it holds the lock makes
+every other thread that wants it sleep, and each of those then waits again for the GIL.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import sys
 import threading
+from collections import deque
+from concurrent.futures import Future
 from concurrent.futures.thread import BrokenThreadPool
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Optional
@@ -28,10 +36,12 @@ from ._task import (
     COMPLETED,
     EXPIRED,
     FAILED,
+    INTAKE,
     PENDING,
     READY,
     STARTED,
     STATES,
+    VOID,
     Expiry,
     Task,
     TimerEntry,
@@ -45,7 +55,6 @@ if TYPE_CHECKING:
 # fail it with, or None to report it cancelled).
 Claimed = list[tuple[Task, Optional[BaseException]]]
 
-_settling = threading.local()
 
 
 class Scheduler:
@@ -55,7 +64,8 @@ class Scheduler:
         self.workers = workers
         self.lock = threading.Lock()
         self.next_seq = itertools.count().__next__
-        self._ready: list[tuple[Any, ...]] = []  # (*policy key, seq, task)
+        self._intake: deque[tuple[Any, ...]] = deque()  # (*policy key, seq, task)
+        self._ready: list[tuple[Any, ...]] = []  # a heap of the same
         self._timers: list[TimerEntry] = []  # tasks by due time, deadlines by deadline
         self._counts = [0] * STATES
         self._series: set[Series] = set()  # live recurring series
@@ -64,6 +74,7 @@ class Scheduler:
         self._promoter: threading.Thread | None = None
         self._promoter_wakeup = threading.Condition(self.lock)
         self._promoter_sleeps_until = -math.inf  # -inf while it is awake: nobody need wake it
+        self._drained = threading.Event()  # set once closed with nothing left to start
         self._clock_promotes = clock.attach(self)
 
     # -- intake ------------------------------------------------------------------------------
@@ -71,13 +82,33 @@ class Scheduler:
     def add(self, task: Task, due_now: bool) -> None:
         """Queue a new task, already due or not. Raises if the executor takes no more work."""
         key = self._key_or_error(task) if due_now else None
+        if type(key) is tuple and task._deadline is None and task.series is None:
+            # The common case: no lock (see the module docstring).
+            self._check_open()
+            self._make_ready(task, key)
+            if self._closed is not None and self._take_back(task):
+                self._check_open()  # shutdown won the race: raise as if it had come first
+            return
         with self.lock:
-            if self._broken is not None:
-                raise BrokenThreadPool(self._broken)
-            if self._closed is not None:
-                raise RuntimeError(self._closed)
+            self._check_open()
             claimed = self._queue(task, key)
         _settle(claimed)
+
+    def _check_open(self) -> None:
+        if self._broken is not None:
+            raise BrokenThreadPool(self._broken)
+        if self._closed is not None:
+            raise RuntimeError(self._closed)
+
+    def _take_back(self, task: Task) -> bool:
+        """Shutdown closed intake while ``task`` was being added without the lock. If no one
+        has drained it yet, the workers may already have exited: withdraw it."""
+        with self.lock:
+            if task.state != INTAKE:
+                return False  # a worker has it: it was accepted before shutdown finished
+            self._move(task, VOID)
+            self._discarded()
+            return True
 
     def continue_series(self, series: Series) -> None:
         """Queue the next run of a series whose run just ended, unless the series has ended."""
@@ -96,14 +127,15 @@ class Scheduler:
             return exc
 
     def _queue(self, task: Task, key: Any) -> Claimed:
-        """Count a new task and put it into its heap: the ready one if it has a key."""
-        self._counts[PENDING] += 1
+        """Queue a new task under the lock: to the workers if it has a key, else to wait."""
         if task.series is not None:
             self._series.add(task.series)
         if isinstance(key, Exception):
-            self._move(task, FAILED)
+            task.state = FAILED
+            self._counts[FAILED] += 1
             return [(task, key)]
         if key is None:
+            self._counts[PENDING] += 1
             self._push_timer(task)
         else:
             self._make_ready(task, key)
@@ -112,9 +144,39 @@ class Scheduler:
         return []
 
     def _make_ready(self, task: Task, key: Any) -> None:
-        self._move(task, READY)
-        heappush(self._ready, (*key, task._seq, task))
-        self.workers.wake_or_spawn(self)
+        """Hand an uncounted due task to the workers; with or without the lock.
+
+        A task in the intake is counted by the intake's length until a worker drains it.
+        """
+        task.state = INTAKE
+        self._intake.append((*key, task._seq, task))
+        # After the append: a worker that finds the intake empty registers as idle first
+        # and looks again (see take()), so one of the two always sees the other.
+        idle = self.workers.idle
+        if idle:
+            try:  # noqa: SIM105 (contextlib.suppress costs two Python calls on the hot path)
+                idle.pop().release()
+            except IndexError:
+                pass  # another submission woke the last idle worker first
+        else:
+            self.workers.spawn_if_room(self)
+
+    def _drain_intake(self) -> None:
+        intake, ready, counts = self._intake, self._ready, self._counts
+        while intake:
+            entry = intake.popleft()
+            task: Task = entry[-1]
+            if task.state == INTAKE:
+                task.state = READY
+                counts[READY] += 1
+                heappush(ready, entry)
+            else:
+                counts[INTAKE] += 1  # claimed in the intake: its claim counted it out
+
+    def _ready_count(self) -> int:
+        """Due tasks waiting for a worker, in the ready heap or on their way to it."""
+        counts = self._counts
+        return counts[READY] + counts[INTAKE] + len(self._intake)
 
     def _push_timer(self, entry: TimerEntry) -> None:
         heappush(self._timers, entry)
@@ -151,6 +213,7 @@ class Scheduler:
                     self._move(entry, FAILED)
                     claimed.append((entry, key))
                 else:
+                    self._counts[PENDING] -= 1
                     self._make_ready(entry, key)
         if claimed:
             self._discarded()
@@ -187,10 +250,11 @@ class Scheduler:
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
         """
-        lock = self.lock
+        lock, intake, ready = self.lock, self._intake, self._ready
         with lock:
-            ready = self._ready
             while True:
+                if intake:
+                    self._drain_intake()
                 while ready:
                     task: Task = heappop(ready)[-1]
                     if task.state != READY:
@@ -205,7 +269,14 @@ class Scheduler:
                 if self._finished():
                     self._wind_down()
                     return None
-                self.workers.idle.append(park)
+                idle = self.workers.idle
+                idle.append(park)
+                if intake:  # appended after the drain, perhaps without seeing us idle
+                    try:
+                        idle.remove(park)
+                    except ValueError:
+                        park.acquire()  # it did see us, and woke us: take that back
+                    continue
                 lock.release()
                 try:
                     park.acquire()
@@ -245,11 +316,12 @@ class Scheduler:
         """Waiting tasks were claimed where they stood: reclaim their memory, maybe finish."""
         counts = self._counts
         ready, timers = self._ready, self._timers
+        self._drain_intake()  # else busy workers leave claimed tasks there, and their memory
         if len(ready) > 2 * counts[READY] + 64:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
         # A waiting task has at most two entries in the pending heap: itself and its deadline.
-        if len(timers) > 2 * (2 * counts[PENDING] + counts[READY]) + 64:
+        if len(timers) > 2 * (2 * counts[PENDING] + self._ready_count()) + 64:
             timers[:] = [entry for entry in timers if entry.live()]
             heapify(timers)
         if self._finished():
@@ -283,6 +355,7 @@ class Scheduler:
     def _claim_waiting(self, state: int, exc: BaseException | None = None) -> Claimed:
         """Claim every waiting one-shot task (series end with their futures)."""
         claimed: Claimed = []
+        self._drain_intake()
         for entry in itertools.chain((entry[-1] for entry in self._ready), self._timers):
             if isinstance(entry, Task) and entry.state <= READY and entry.series is None:
                 self._move(entry, state)
@@ -291,26 +364,26 @@ class Scheduler:
 
     def _finished(self) -> bool:
         """Closed, and nothing waits to start: workers and promoter may exit."""
-        counts = self._counts
         closed = self._closed is not None or self._broken is not None
-        return closed and not counts[PENDING] and not counts[READY]
+        return closed and not self._counts[PENDING] and not self._ready_count()
 
     def _wind_down(self) -> None:
+        self._drained.set()
+        self.clock.detach(self)
         self.workers.wake_all()
         self._promoter_wakeup.notify()
 
     def join(self) -> None:
-        """Wait for the promoter and every worker to exit, unless called from within."""
-        me = threading.current_thread()
-        if getattr(_settling, "active", False) or me is self._promoter:
-            return
+        """Wait until nothing waits to start and every thread has exited; unless called
+        from a task or a done-callback, which cannot wait for the work it is part of."""
         threads = self.workers.threads
-        if me in threads:
+        if threading.current_thread() in threads or _inside_done_callback():
             return
+        self._drained.wait()
         if self._promoter is not None:
             self._promoter.join()
         joined = 0
-        while joined < len(threads):  # a promotion may start a worker while we wait
+        while joined < len(threads):
             threads[joined].join()
             joined += 1
 
@@ -321,6 +394,8 @@ class Scheduler:
         self._promoter = None
         self._clock_promotes = True  # never start a promoter here
         self.workers.forget_threads()
+        self._drained = threading.Event()
+        self._drained.set()  # its remaining tasks belong to the parent: nothing to wait for
         self._closed = "cannot schedule new futures in a process forked from the executor's"
 
     # -- introspection -----------------------------------------------------------------------
@@ -334,6 +409,7 @@ class Scheduler:
                 for state, n in enumerate(tally):
                     counts[state] += n
                     counts[STARTED] -= n
+            counts[READY] += counts[INTAKE] + len(self._intake)
         return ExecutorStats(
             scheduled=counts[PENDING],
             ready=counts[READY],
@@ -347,16 +423,21 @@ class Scheduler:
 
 def _settle(claimed: Claimed) -> None:
     """Complete the futures of claimed tasks. Runs their callbacks: never under the lock."""
-    if not claimed:
-        return
-    # A callback that calls shutdown() must not wait here for the work it interrupts.
-    outer = getattr(_settling, "active", False)
-    _settling.active = True
-    try:
-        for task, exc in claimed:
-            if exc is None:
-                task.abandon()
-            else:
-                task.fail(exc)
-    finally:
-        _settling.active = outer
+    for task, exc in claimed:
+        if exc is None:
+            task.abandon()
+        else:
+            task.fail(exc)
+
+
+def _inside_done_callback() -> bool:
+    """Whether a future's done-callback is running in this thread, whoever completed it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _INVOKE_CALLBACKS:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+_INVOKE_CALLBACKS = Future._invoke_callbacks.__code__  # type: ignore[attr-defined]

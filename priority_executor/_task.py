@@ -18,16 +18,17 @@ if TYPE_CHECKING:
     from ._recurring import Series
     from ._scheduler import Scheduler
 
-# Waiting states first: a task in one of them sits in a heap and may still be claimed.
+# Waiting states first: a task in one of them is queued and may still be claimed.
 PENDING = 0  # in the pending heap, not due yet
-READY = 1  # in the ready heap, due, waiting for a worker
-STARTED = 2
-COMPLETED = 3
-FAILED = 4
-CANCELLED = 5
-EXPIRED = 6
-VOID = 7  # a run of a recurring series that ended with its series: counted with the series
-STATES = 8
+INTAKE = 1  # due, in the intake on its way to the ready heap
+READY = 2  # in the ready heap, due, waiting for a worker
+STARTED = 3
+COMPLETED = 4
+FAILED = 5
+CANCELLED = 6
+EXPIRED = 7
+VOID = 8  # never counted: a run that ended with its series, or a submit taken back
+STATES = 9
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 

@@ -3,7 +3,8 @@
 Workers start lazily, one per submission that finds no idle worker, up to ``max_workers``,
 as in ``ThreadPoolExecutor``. An idle worker parks on a lock of its own that the next
 submission releases: a waiting worker costs no CPU, and a submission wakes exactly one
-worker that is really asleep.
+worker that is really asleep. ``idle`` is used without the scheduler's lock by submitters
+(``list.pop`` is atomic), under it by workers.
 """
 
 from __future__ import annotations
@@ -37,14 +38,15 @@ class WorkerPool:
         self.threads: list[threading.Thread] = []
         self.idle: list[threading.Lock] = []  # held locks: releasing one wakes its worker
         self.tallies: list[list[int]] = []  # per worker: how many of its tasks ended in each state
+        self._spawning = threading.Lock()
 
-    # The three methods below are called with the scheduler's lock held.
-
-    def wake_or_spawn(self, scheduler: Scheduler) -> None:
-        """A task became ready: wake an idle worker, or start one if there is room."""
-        if self.idle:
-            self.idle.pop().release()
-        elif len(self.threads) < self.max_workers:
+    def spawn_if_room(self, scheduler: Scheduler) -> None:
+        """A task became ready and no worker is idle: start one, unless all are running."""
+        if len(self.threads) >= self.max_workers:
+            return
+        with self._spawning:
+            if len(self.threads) >= self.max_workers:
+                return
             park = threading.Lock()
             park.acquire()
             tally = [0] * STATES
