@@ -1,8 +1,9 @@
 """Interpreter exit and fork: the two moments when an executor is not shut down by its user.
 
 At exit, every live executor is shut down and waited for, as ``ThreadPoolExecutor`` does:
-queued and delayed one-shot tasks still run, recurring series are cancelled. This must
-happen before the interpreter joins its non-daemon threads, which is when
+queued and delayed one-shot tasks still run, recurring series are cancelled (an executor on a
+ManualClock is shut down with ``cancel_futures``: its delayed tasks could never become due).
+This must happen before the interpreter joins its non-daemon threads, which is when
 ``threading._register_atexit`` callbacks run (``atexit`` would be too late: idle workers
 would keep the join waiting forever).
 
@@ -39,7 +40,8 @@ def _at_exit() -> None:
     _exiting = True
     schedulers = list(_live)
     for scheduler in schedulers:
-        scheduler.shutdown(cancel_futures=False, reason=shutdown_reason())
+        # Waiting for a ManualClock that no one will advance any more would never end.
+        scheduler.shutdown(cancel_futures=scheduler.manual_time, reason=shutdown_reason())
     for scheduler in schedulers:
         scheduler.join()
 

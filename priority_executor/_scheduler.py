@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 Claimed = list[tuple[Task, Optional[BaseException]]]
 
 
-
 class Scheduler:
     def __init__(self, clock: Clock, policy: Policy, workers: WorkerPool) -> None:
         self._key = key_function(policy)
@@ -69,13 +68,14 @@ class Scheduler:
         self._timers: list[TimerEntry] = []  # tasks by due time, deadlines by deadline
         self._counts = [0] * STATES
         self._series: set[Series] = set()  # live recurring series
-        self._closed: str | None = None  # why submit() now raises RuntimeError
-        self._broken: str | None = None
+        self._closed: str | None = None  # why submit() now raises
+        self._broken: str | None = None  # why, if an initializer failed
         self._promoter: threading.Thread | None = None
         self._promoter_wakeup = threading.Condition(self.lock)
         self._promoter_sleeps_until = -math.inf  # -inf while it is awake: nobody need wake it
         self._drained = threading.Event()  # set once closed with nothing left to start
-        self._clock_promotes = clock.attach(self)
+        # With a ManualClock, nothing is due until a test advances it.
+        self.manual_time = clock.attach(self)
 
     # -- intake ------------------------------------------------------------------------------
 
@@ -95,9 +95,9 @@ class Scheduler:
         _settle(claimed)
 
     def _check_open(self) -> None:
-        if self._broken is not None:
-            raise BrokenThreadPool(self._broken)
         if self._closed is not None:
+            if self._broken is not None:
+                raise BrokenThreadPool(self._broken)
             raise RuntimeError(self._closed)
 
     def _take_back(self, task: Task) -> bool:
@@ -106,7 +106,7 @@ class Scheduler:
         with self.lock:
             if task.state != INTAKE:
                 return False  # a worker has it: it was accepted before shutdown finished
-            self._move(task, VOID)
+            self._claim(task, VOID)
             self._discarded()
             return True
 
@@ -139,8 +139,8 @@ class Scheduler:
             self._push_timer(task)
         else:
             self._make_ready(task, key)
-        if task._deadline is not None:
-            self._push_timer(Expiry(task, task._deadline))
+        if task._expiry is not None:
+            self._push_timer(task._expiry)
         return []
 
     def _make_ready(self, task: Task, key: Any) -> None:
@@ -180,7 +180,7 @@ class Scheduler:
 
     def _push_timer(self, entry: TimerEntry) -> None:
         heappush(self._timers, entry)
-        if self._clock_promotes:
+        if self.manual_time:  # advance() promotes: no thread
             return
         if self._promoter is None:
             self._promoter = threading.Thread(
@@ -204,13 +204,14 @@ class Scheduler:
         while timers and timers[0]._when <= now:
             entry = heappop(timers)
             if isinstance(entry, Expiry):
-                if entry.live():
-                    self._move(entry.task, EXPIRED)
-                    claimed.append((entry.task, None))
+                task = entry.task
+                if task is not None:
+                    self._claim(task, EXPIRED)
+                    claimed.append((task, None))
             elif isinstance(entry, Task) and entry.state == PENDING:
                 key = self._key_or_error(entry)
                 if isinstance(key, Exception):
-                    self._move(entry, FAILED)
+                    self._claim(entry, FAILED)
                     claimed.append((entry, key))
                 else:
                     self._counts[PENDING] -= 1
@@ -262,9 +263,9 @@ class Scheduler:
                     deadline = task._deadline
                     if deadline is not None and deadline <= self.clock.now():
                         # Its expiry may still be on its way: never start a task that is late.
-                        self._move(task, EXPIRED)
+                        self._claim(task, EXPIRED)
                     else:
-                        self._move(task, STARTED)
+                        self._claim(task, STARTED)
                     return task
                 if self._finished():
                     self._wind_down()
@@ -283,11 +284,15 @@ class Scheduler:
                 finally:
                     lock.acquire()
 
-    def _move(self, task: Task, state: int) -> None:
+    def _claim(self, task: Task, state: int) -> None:
+        """Take a waiting task out of the queue for good, into ``state``. Every race between
+        start, cancel, expiry and shutdown is decided by which claim comes first."""
         counts = self._counts
         counts[task.state] -= 1
         counts[state] += 1
         task.state = state
+        if task._expiry is not None:
+            task._expiry.task = None
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -296,7 +301,7 @@ class Scheduler:
         with self.lock:
             if task.state > READY:
                 return  # a worker or the deadline claimed it first and completes the future
-            self._move(task, CANCELLED)
+            self._claim(task, CANCELLED)
             self._discarded()
         _settle([(task, None)])
 
@@ -307,7 +312,7 @@ class Scheduler:
             run = series.run
             if run.state <= READY:
                 # A failed series with a waiting run failed without running (a broken pool).
-                self._move(run, CANCELLED if cancelled else FAILED)
+                self._claim(run, CANCELLED if cancelled else FAILED)
                 self._discarded()
             elif cancelled:
                 self._counts[CANCELLED] += 1  # its last run counts on its own when it ends
@@ -337,35 +342,36 @@ class Scheduler:
         for each in series:
             each.future.cancel()
         with self.lock:
-            claimed = self._claim_waiting(CANCELLED) if cancel_futures else []
+            dropped = self._claim_waiting(CANCELLED) if cancel_futures else []
             self._discarded()
-        _settle(claimed)
+        _settle([(task, None) for task in dropped])
 
     def break_pool(self, reason: str) -> None:
         """An initializer failed: fail every waiting task, and every later submit."""
         with self.lock:
             self._broken = reason
-            claimed = self._claim_waiting(FAILED, BrokenThreadPool(reason))
+            if self._closed is None:
+                self._closed = reason
+            failed = self._claim_waiting(FAILED)
             series = list(self._series)
             self._discarded()
-        _settle(claimed)
+        _settle([(task, BrokenThreadPool(reason)) for task in failed])
         for each in series:
             each.fail(BrokenThreadPool(reason))
 
-    def _claim_waiting(self, state: int, exc: BaseException | None = None) -> Claimed:
+    def _claim_waiting(self, state: int) -> list[Task]:
         """Claim every waiting one-shot task (series end with their futures)."""
-        claimed: Claimed = []
         self._drain_intake()
+        claimed = []
         for entry in itertools.chain((entry[-1] for entry in self._ready), self._timers):
             if isinstance(entry, Task) and entry.state <= READY and entry.series is None:
-                self._move(entry, state)
-                claimed.append((entry, exc))
+                self._claim(entry, state)
+                claimed.append(entry)
         return claimed
 
     def _finished(self) -> bool:
         """Closed, and nothing waits to start: workers and promoter may exit."""
-        closed = self._closed is not None or self._broken is not None
-        return closed and not self._counts[PENDING] and not self._ready_count()
+        return self._closed is not None and not self._counts[PENDING] and not self._ready_count()
 
     def _wind_down(self) -> None:
         self._drained.set()
@@ -392,7 +398,6 @@ class Scheduler:
         self.lock = threading.Lock()
         self._promoter_wakeup = threading.Condition(self.lock)
         self._promoter = None
-        self._clock_promotes = True  # never start a promoter here
         self.workers.forget_threads()
         self._drained = threading.Event()
         self._drained.set()  # its remaining tasks belong to the parent: nothing to wait for

@@ -67,6 +67,7 @@ class Task(TimerEntry):
         "state",
     )
     _deadline: float | None = None
+    _expiry: Expiry | None = None
     series: Series | None = None
 
     def __init__(
@@ -139,22 +140,27 @@ class Task(TimerEntry):
 class ExpiringTask(Task):
     """A task with a start deadline, which has its own entry in the pending heap."""
 
-    __slots__ = ("_deadline",)
+    __slots__ = ("_deadline", "_expiry")
 
     def __init__(self, *args: Any, deadline: float) -> None:
         super().__init__(*args)
         self._deadline = deadline
+        self._expiry = Expiry(self, deadline)
 
 
 class Expiry(TimerEntry):
-    """The deadline of an ``ExpiringTask``, ordered in the pending heap by that time."""
+    """The deadline of an ``ExpiringTask``, ordered in the pending heap by that time.
+
+    It lets go of its task when the task is claimed: a finished task, and its result, must
+    not live on until its deadline.
+    """
 
     __slots__ = ("_seq", "_when", "task")
 
     def __init__(self, task: Task, deadline: float) -> None:
         self._when = deadline
         self._seq = task._seq
-        self.task = task
+        self.task: Task | None = task
 
     def live(self) -> bool:
-        return self.task.state <= READY
+        return self.task is not None
