@@ -137,6 +137,10 @@ class Scheduler:
         if key is None:
             self._counts[PENDING] += 1
             self._push_timer(task)
+            if not self.workers.threads:
+                # Python 3.12+ starts no thread at interpreter exit, when a delayed task may
+                # still become due: have a worker (parked until then) from now on.
+                self.workers.spawn_if_room(self)
         else:
             self._make_ready(task, key)
         if task._expiry is not None:

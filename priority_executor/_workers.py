@@ -56,7 +56,12 @@ class WorkerPool:
                 target=self._work,
                 args=(scheduler, park, tally),
             )
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError:  # at interpreter exit (3.12+): the workers there are will do
+                if not self.threads:
+                    raise
+                return
             self.threads.append(thread)
 
     def wake_all(self) -> None:
