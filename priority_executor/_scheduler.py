@@ -326,11 +326,12 @@ class Scheduler:
         counts = self._counts
         ready, timers = self._ready, self._timers
         self._drain_intake()  # else busy workers leave claimed tasks there, and their memory
-        if len(ready) > 2 * counts[READY] + 64:
+        # Compacting when at least half the entries are dead costs O(1) per claim, amortised.
+        if len(ready) > 2 * counts[READY]:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
         # A waiting task has at most two entries in the pending heap: itself and its deadline.
-        if len(timers) > 2 * (2 * counts[PENDING] + self._ready_count()) + 64:
+        if len(timers) > 2 * (2 * counts[PENDING] + self._ready_count()):
             timers[:] = [entry for entry in timers if entry.live()]
             heapify(timers)
         if self._finished():

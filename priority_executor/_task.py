@@ -107,34 +107,45 @@ class Task(TimerEntry):
 
     def run(self) -> int:
         """Run in a worker, after the claim; return the state the task ends in."""
-        if not self.future.set_running_or_notify_cancel():
+        future, fn, args, kwargs = self._hand_over()
+        if not future.set_running_or_notify_cancel():
             return CANCELLED  # cancelled between the claim and this line
         try:
-            result = self.fn(*self.args, **self.kwargs)
+            result = fn(*args, **kwargs)
         except BaseException as exc:
-            self.future.set_exception(exc)
-            # The traceback holds this frame: drop the frame's reference to the task.
-            del self
+            future.set_exception(exc)
+            # The traceback holds this frame, and the future holds the traceback.
+            del future
             return FAILED
-        self.future.set_result(result)
+        future.set_result(result)
         return COMPLETED
 
     def abandon(self) -> None:
         """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
-        self.future.cancel()
-        self.future.set_running_or_notify_cancel()
+        future = self._hand_over()[0]
+        future.cancel()
+        future.set_running_or_notify_cancel()
 
     def fail(self, exc: BaseException) -> None:
         """Fail the claimed task's future without running it."""
+        future = self._hand_over()[0]
         try:
-            self.future.set_exception(exc)
+            future.set_exception(exc)
         except InvalidStateError:  # the user cancelled it after the claim
-            self.future.set_running_or_notify_cancel()
+            future.set_running_or_notify_cancel()
+
+    def _hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
+        """Give up everything the claimed task holds. Its future holds the task (as a
+        done-callback): were the task to keep the future, each would be a reference cycle
+        that only the garbage collector frees, and the call's arguments would live as long
+        as the future."""
+        held = (self.future, self.fn, self.args, self.kwargs)
+        del self.future, self.fn, self.args, self.kwargs
+        return held
 
     def __repr__(self) -> str:
-        return (
-            f"<Task {self._seq} {getattr(self.fn, '__qualname__', self.fn)!r} state={self.state}>"
-        )
+        name = getattr(getattr(self, "fn", None), "__qualname__", "(handed over)")
+        return f"<Task {self._seq} {name} state={self.state}>"
 
 
 class ExpiringTask(Task):
