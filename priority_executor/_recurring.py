@@ -105,20 +105,22 @@ class SeriesRun(Task):
         )  # fmt: skip
         self.series = series
 
-    def run(self) -> int:
+    def run(self, tally: list[int]) -> None:
         # cancel() on the series future is atomic: if it returned True before this check,
         # this run never starts; if after, this run was in progress and finishes.
         if self.future.cancelled():
-            return VOID
+            tally[VOID] += 1
+            return
         try:
             self.fn(*self.args, **self.kwargs)
         except BaseException as exc:
             _LOGGER.error("Recurring task %r raised; its series ends", self.fn, exc_info=True)
+            tally[FAILED] += 1
             self.series.fail(exc)
             del self  # the traceback holds this frame
-            return FAILED
+            return
+        tally[COMPLETED] += 1
         self.scheduler.continue_series(self.series)
-        return COMPLETED
 
     def abandon(self) -> None:
         self.future.cancel()  # the series' callback completes the cancellation

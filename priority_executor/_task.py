@@ -105,20 +105,26 @@ class Task(TimerEntry):
         if self.state <= READY:
             self.scheduler.cancel(self)
 
-    def run(self) -> int:
-        """Run in a worker, after the claim; return the state the task ends in."""
+    def run(self, tally: list[int]) -> None:
+        """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.
+
+        The count comes before the future completes: whoever sees the future done and
+        then reads ``stats()`` finds the task counted.
+        """
         future, fn, args, kwargs = self._hand_over()
         if not future.set_running_or_notify_cancel():
-            return CANCELLED  # cancelled between the claim and this line
+            tally[CANCELLED] += 1  # cancelled between the claim and this line
+            return
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
+            tally[FAILED] += 1
             future.set_exception(exc)
             # The traceback holds this frame, and the future holds the traceback.
             del future
-            return FAILED
+            return
+        tally[COMPLETED] += 1
         future.set_result(result)
-        return COMPLETED
 
     def abandon(self) -> None:
         """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""

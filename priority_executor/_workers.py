@@ -88,7 +88,7 @@ class WorkerPool:
             if task is None:
                 return
             if task.state == STARTED:
-                tally[task.run()] += 1
+                task.run(tally)
             else:  # its deadline passed while it waited
                 task.abandon()
             del task  # a finished task, and its result, must not live on while this worker sleeps

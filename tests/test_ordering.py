@@ -1,0 +1,137 @@
+"""Which due task a worker takes first: priorities, ties in submission order, Fifo."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from priority_executor import Fifo, Priority, PriorityExecutor
+
+TIMEOUT = 10
+
+
+@contextlib.contextmanager
+def blocked_worker(ex: PriorityExecutor) -> Iterator[threading.Event]:
+    """Occupy the executor's single worker until the event is set (at the latest on exit)."""
+    started, release = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        assert release.wait(TIMEOUT)
+
+    ex.submit(blocker, priority=10**6)
+    try:
+        assert started.wait(TIMEOUT)
+        yield release
+    finally:
+        release.set()
+
+
+def run_in_order(ex: PriorityExecutor, submissions: list[tuple[object, int]]) -> list[object]:
+    """Submit (label, priority) pairs behind a blocked worker; return the labels in run order."""
+    order: list[object] = []
+    with blocked_worker(ex) as release:
+        futures = [ex.submit(order.append, label, priority=prio) for label, prio in submissions]
+        assert ex.stats().ready == len(submissions)
+        release.set()
+    for future in futures:
+        future.result(timeout=TIMEOUT)
+    return order
+
+
+@pytest.mark.timeout(30)
+def test_classic_low_high_normal_runs_high_normal_low() -> None:
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(
+            ex, [("low", Priority.LOW), ("high", Priority.HIGH), ("normal", Priority.NORMAL)]
+        )
+    assert order == ["high", "normal", "low"]
+
+
+def test_priority_enum_values() -> None:
+    assert Priority.LOW < Priority.NORMAL == 0 < Priority.HIGH
+    assert isinstance(Priority.HIGH, int)
+
+
+@pytest.mark.timeout(30)
+def test_fifo_among_1000_equal_priority_tasks() -> None:
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(ex, [(i, 0) for i in range(1000)])
+    assert order == list(range(1000))
+
+
+@pytest.mark.timeout(30)
+def test_fifo_among_equal_priorities_default_priority() -> None:
+    """No scheduling keyword at all: the ThreadPoolExecutor order."""
+    order: list[int] = []
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as release:
+        futures = [ex.submit(order.append, i) for i in range(200)]
+        release.set()
+        for future in futures:
+            future.result(timeout=TIMEOUT)
+    assert order == list(range(200))
+
+
+@pytest.mark.timeout(30)
+def test_plain_int_priorities() -> None:
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(ex, [("a", 3), ("b", -2), ("c", 100), ("d", 0), ("e", 3), ("f", -50)])
+    assert order == ["c", "a", "e", "d", "b", "f"]
+
+
+@pytest.mark.timeout(30)
+def test_int_and_intenum_priorities_mix() -> None:
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(
+            ex,
+            [
+                ("normal", Priority.NORMAL),
+                ("eleven", 11),
+                ("high", Priority.HIGH),
+                ("ten", 10),
+                ("minus-eleven", -11),
+                ("low", Priority.LOW),
+                ("zero", 0),
+            ],
+        )
+    assert order == ["eleven", "high", "ten", "normal", "zero", "low", "minus-eleven"]
+
+
+@pytest.mark.timeout(30)
+def test_huge_and_negative_int_priorities() -> None:
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(ex, [("small", -(2**70)), ("big", 2**70), ("mid", 0)])
+    assert order == ["big", "mid", "small"]
+
+
+@pytest.mark.timeout(30)
+def test_interleaved_priorities_stay_fifo_within_each_level() -> None:
+    submissions = [((i % 3, i), (i % 3) * 10) for i in range(300)]
+    with PriorityExecutor(max_workers=1) as ex:
+        order = run_in_order(ex, submissions)
+    expected = sorted((label for label, _ in submissions), key=lambda lab: (-lab[0], lab[1]))
+    assert order == expected
+
+
+@pytest.mark.timeout(30)
+def test_fifo_policy_ignores_priorities() -> None:
+    with PriorityExecutor(max_workers=1, policy=Fifo()) as ex:
+        order = run_in_order(ex, [("low", Priority.LOW), ("high", Priority.HIGH), ("n", 0)])
+    assert order == ["low", "high", "n"]
+
+
+@pytest.mark.timeout(30)
+def test_high_priority_submitted_later_overtakes_queued_backlog() -> None:
+    order: list[str] = []
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as release:
+        backlog = [ex.submit(order.append, f"bg{i}") for i in range(50)]
+        urgent = ex.submit(order.append, "urgent", priority=Priority.HIGH)
+        release.set()
+        urgent.result(timeout=TIMEOUT)
+        for future in backlog:
+            future.result(timeout=TIMEOUT)
+    assert order[0] == "urgent"
+    assert order[1:] == [f"bg{i}" for i in range(50)]
