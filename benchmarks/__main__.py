@@ -1,0 +1,80 @@
+"""``python -m benchmarks``: run the measures, print the table, write the JSON and the PNG."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from benchmarks import plot, report
+from benchmarks.config import FULL, QUICK
+from benchmarks.measures import MEASURES, perform_all, select
+from benchmarks.profiling import profile_throughput
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line; see ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark PriorityExecutor against ThreadPoolExecutor, a bare handoff "
+        "floor, sched + pool, threading.Timer and APScheduler.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sizes, still 5 repetitions (under a minute)"
+    )
+    parser.add_argument(
+        "--only",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=[],
+        metavar="NAME[,NAME]",
+        help="run these measures only: " + ", ".join(f"{m.key} ({m.number})" for m in MEASURES),
+    )
+    parser.add_argument(
+        "--json", type=Path, default=HERE / "results.json", help="where to write every figure"
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=HERE / "results.png", help="where to draw the figures"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead: run measure 1 for PE under cProfile, print the top 25 by tottime",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the selected measures; the exit status is 0 whether or not the targets are met."""
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.profile:
+        profile_throughput(sizes)
+        return 0
+    try:
+        measures = select(args.only)
+    except ValueError as exc:
+        print(f"python -m benchmarks: {exc}", file=sys.stderr)
+        return 2
+    started, clock = datetime.now(timezone.utc), time.perf_counter()
+    results = perform_all(measures, sizes)
+    seconds = time.perf_counter() - clock
+    print(report.table(results))
+    meta = report.environment(sizes, quick=args.quick, started=started, seconds=seconds)
+    report.write_json(args.json, results, meta)
+    print(f"{seconds:.0f} s; figures written to {args.json}", file=sys.stderr)
+    try:
+        plot.draw(results, args.plot)
+    except ImportError as exc:
+        print(f"plot skipped, matplotlib is missing: {exc}", file=sys.stderr)
+    else:
+        print(f"plot drawn to {args.plot}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""How much work each measure does, in a full run and in a ``--quick`` one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Task counts and durations; every measure reads its own fields."""
+
+    repetitions: int
+    throughput_tasks: int
+    latency_samples: int
+    lateness_tasks: int
+    lateness_window: float
+    backlog_tasks: int
+    memory_tasks: int
+    idle_tasks: int
+    idle_seconds: float
+    cancel_tasks: int
+    submit_pending_small: int
+    submit_pending_large: int
+    submit_batch: int
+
+
+FULL = Sizes(
+    repetitions=5,
+    throughput_tasks=100_000,
+    latency_samples=2_000,
+    lateness_tasks=10_000,
+    lateness_window=2.0,
+    backlog_tasks=100_000,
+    memory_tasks=100_000,
+    idle_tasks=100_000,
+    idle_seconds=3.0,
+    cancel_tasks=500_000,
+    submit_pending_small=10_000,
+    submit_pending_large=1_000_000,
+    submit_batch=10_000,
+)
+
+QUICK = Sizes(
+    repetitions=5,
+    throughput_tasks=10_000,
+    latency_samples=300,
+    lateness_tasks=1_000,
+    lateness_window=0.3,
+    backlog_tasks=10_000,
+    memory_tasks=5_000,
+    idle_tasks=10_000,
+    idle_seconds=0.5,
+    cancel_tasks=25_000,
+    submit_pending_small=500,
+    submit_pending_large=50_000,
+    submit_batch=1_000,
+)
+
+SEED = 20_240_601
+"""One seed for every random choice, so that all contenders get the same delays and priorities."""
+
+FAR_FUTURE = 3600.0
+"""Delay in seconds of the tasks that are only there to be held (one hour: never due in a run)."""

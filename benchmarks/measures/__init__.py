@@ -1,0 +1,122 @@
+"""The nine measures, in the order they run and are reported.
+
+Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
+contenders) and a ``judge`` that turns their medians into table rows against the target.
+Measures with the same ``run`` share one execution of it, each seeing it through its ``view``.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+from benchmarks.config import Sizes
+from benchmarks.measures import (
+    cancellation,
+    idle,
+    latency,
+    lateness,
+    memory,
+    submit_cost,
+    throughput,
+)
+from benchmarks.results import Measurement, Row, with_series
+from benchmarks.runner import Progress
+
+Run = Callable[[Sizes, Progress], Measurement]
+
+
+def whole(measurement: Measurement) -> Measurement:
+    """The view of a measure that does not share its run: everything."""
+    return measurement
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measure: its number and ``--only`` key, what it runs and how it is judged."""
+
+    number: int
+    key: str
+    title: str
+    run: Run
+    judge: Callable[[Measurement], list[Row]]
+    view: Callable[[Measurement], Measurement] = whole
+
+
+MEASURES = (
+    Measure(
+        1,
+        "throughput",
+        "no-op throughput",
+        throughput.run,
+        partial(throughput.judge, min_ratio=1.5),
+        partial(with_series, names=throughput.PLAIN_VIEW),
+    ),
+    Measure(
+        2,
+        "priorities",
+        "no-op throughput, random priorities",
+        throughput.run,
+        partial(throughput.judge, min_ratio=1.3),
+        partial(with_series, names=throughput.PRIORITIZED_VIEW),
+    ),
+    Measure(3, "latency", "start latency", latency.run, latency.judge),
+    Measure(4, "lateness", "lateness", lateness.run_alone, lateness.judge_alone),
+    Measure(
+        5,
+        "backlog",
+        "lateness beside far-future backlog",
+        lateness.run_beside_backlog,
+        lateness.judge_beside_backlog,
+    ),
+    Measure(6, "memory", "memory per pending task", memory.run, memory.judge),
+    Measure(7, "idle", "idle CPU with far-future tasks", idle.run, idle.judge),
+    Measure(8, "cancel", "submit + cancel, then gc", cancellation.run, cancellation.judge),
+    Measure(9, "submit", "submit cost by backlog", submit_cost.run, submit_cost.judge),
+)
+
+
+def select(names: Sequence[str]) -> list[Measure]:
+    """The measures named by key or number, in run order; all of them for no names.
+
+    Raises ValueError for a name that is neither.
+    """
+    by_name = {name: m for m in MEASURES for name in (m.key, str(m.number))}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        known = ", ".join(m.key for m in MEASURES)
+        raise ValueError(f"unknown measure {', '.join(unknown)} (known: {known}, or 1-9)")
+    wanted = {by_name[name].number for name in names}
+    return [m for m in MEASURES if not names or m.number in wanted]
+
+
+def perform_all(measures: Sequence[Measure], sizes: Sizes) -> list[tuple[Measure, Measurement]]:
+    """Run the measures in order, each shared run once; pair every measure with its view."""
+    done: dict[Run, Measurement] = {}
+    results = []
+    for measure in measures:
+        if measure.run not in done:
+            done[measure.run] = perform(measure, sizes)
+        results.append((measure, measure.view(done[measure.run])))
+    return results
+
+
+def perform(measure: Measure, sizes: Sizes) -> Measurement:
+    """Run one measure; a failure becomes a note, so that the other measures still report.
+
+    Whatever the measure left behind is collected before the next one starts.
+    """
+    progress = Progress(measure.number, len(MEASURES), measure.title)
+    start = time.perf_counter()
+    try:
+        return measure.run(sizes, progress)
+    except Exception as exc:  # the executor under test may be unfinished or broken
+        progress(f"failed: {type(exc).__name__}: {exc}")
+        return Measurement(unit="", notes=[f"failed: {type(exc).__name__}: {exc}"])
+    finally:
+        gc.collect()
+        progress(f"done in {time.perf_counter() - start:.1f} s")

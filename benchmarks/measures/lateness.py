@@ -1,0 +1,124 @@
+"""Measures 4 and 5: lateness of delayed tasks, the time from their due time to their start.
+
+Tasks get seeded random delays in [0, window]; each one reads the runner's clock as its first
+line. Measure 4 runs them alone; measure 5 runs them beside a backlog of tasks due in an hour,
+which a scheduler that scans or re-sorts its pending tasks pays for on every due task.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections.abc import Sequence
+from functools import partial
+from typing import Callable
+
+from benchmarks.config import FAR_FUTURE, SEED, Sizes
+from benchmarks.pools import noop
+from benchmarks.results import PE, Measurement, Row, Verdict, anchor_row, percentile
+from benchmarks.runner import TIMEOUT, Progress, Trial, gc_paused, interleave
+from benchmarks.schedulers import APSCHEDULER, PRIORITY_EXECUTOR, SCHED_POOL, TIMER, Scheduler
+
+WORKERS = 4
+
+
+def run_alone(sizes: Sizes, progress: Progress) -> Measurement:
+    """Measure 4: every contender; the Timer one with at most ``TIMER.max_pending`` tasks."""
+    schedulers = (PRIORITY_EXECUTOR, SCHED_POOL, APSCHEDULER, TIMER)
+    return _measure(sizes, progress, schedulers, backlog=0)
+
+
+def run_beside_backlog(sizes: Sizes, progress: Progress) -> Measurement:
+    """Measure 5: PE and sched+pool, each also holding ``sizes.backlog_tasks`` far-future tasks."""
+    measurement = _measure(sizes, progress, (PRIORITY_EXECUTOR, SCHED_POOL), sizes.backlog_tasks)
+    measurement.notes.append(
+        "APScheduler left out (it adds ~12k jobs/s, so the backlog alone would cost it seconds "
+        "per repetition); Timer too (a thread per pending task)"
+    )
+    return measurement
+
+
+def judge_alone(measurement: Measurement) -> list[Row]:
+    """PE's p99 must be within 2 ms and at most half of sched+pool's."""
+    return _judge(
+        measurement,
+        target=f"PE p99 <= 2 ms and <= 0.5x {SCHED_POOL.name}",
+        verdict=lambda p99: p99[PE] <= 2.0 and p99[PE] <= 0.5 * p99[SCHED_POOL.name],
+    )
+
+
+def judge_beside_backlog(measurement: Measurement) -> list[Row]:
+    """PE's p99 must stay within 5 ms despite the backlog."""
+    return _judge(measurement, target="PE p99 <= 5 ms", verdict=lambda p99: p99[PE] <= 5.0)
+
+
+def lateness(scheduler: Scheduler, delays: Sequence[float], backlog: int) -> dict[str, float]:
+    """p50 and p99 lateness, in ms, of one task per delay, after ``backlog`` far-future tasks."""
+    runner = scheduler.make(WORKERS)
+    try:
+        with gc_paused():
+            for _ in range(backlog):
+                runner.schedule(FAR_FUTURE, noop)
+        log = StartLog(len(delays), runner.clock)
+        dues = [runner.schedule(delay, log.record, index) for index, delay in enumerate(delays)]
+        if not log.all_started.wait(max(delays) + TIMEOUT):
+            raise TimeoutError("not every delayed task started")
+    finally:
+        runner.close()
+    late = [(start - due) * 1e3 for start, due in zip(log.starts, dues)]
+    return {"p50": percentile(late, 50), "p99": percentile(late, 99)}
+
+
+class StartLog:
+    """Each task's start on the runner's clock, and an Event set once the last one started."""
+
+    def __init__(self, tasks: int, clock: Callable[[], float]) -> None:
+        self.starts = [math.nan] * tasks
+        self.all_started = threading.Event()
+        self._clock = clock
+        self._left = tasks
+        self._lock = threading.Lock()
+
+    def record(self, index: int) -> None:
+        """The task itself: note the time first, then count down."""
+        self.starts[index] = self._clock()
+        with self._lock:
+            self._left -= 1
+            if not self._left:
+                self.all_started.set()
+
+
+def _measure(
+    sizes: Sizes, progress: Progress, schedulers: Sequence[Scheduler], backlog: int
+) -> Measurement:
+    rng = random.Random(SEED)
+    delays = [rng.uniform(0, sizes.lateness_window) for _ in range(sizes.lateness_tasks)]
+    notes = [
+        f"{len(delays):,} tasks, delays in [0, {sizes.lateness_window:g} s], {WORKERS} workers"
+    ]
+    trials = []
+    for scheduler in schedulers:
+        own = delays[: scheduler.max_pending]  # the same delays, the first ones when capped
+        if len(own) < len(delays):
+            notes.append(f"{scheduler.name}: {len(own):,} tasks only, as a thread each")
+        trials.append(
+            Trial(scheduler.name, scheduler.name, partial(lateness, scheduler, own, backlog))
+        )
+    samples, failures = interleave(trials, sizes.repetitions, progress)
+    parameters = {"tasks": len(delays), "window_s": sizes.lateness_window, "backlog": backlog}
+    return Measurement("ms", samples, notes + failures, parameters)
+
+
+def _judge(measurement: Measurement, *, target: str, verdict: Verdict) -> list[Row]:
+    return [
+        anchor_row(measurement, "p50", label="p50", baseline=SCHED_POOL.name),
+        anchor_row(
+            measurement,
+            "p99",
+            label="p99",
+            baseline=SCHED_POOL.name,
+            target=target,
+            verdict=verdict,
+        ),
+    ]
