@@ -119,8 +119,10 @@ class SeriesRun(Task):
             self.series.fail(exc)
             del self  # the traceback holds this frame
             return
-        tally[COMPLETED] += 1
+        # Counted once the next run is queued: whoever sees this run counted and moves the
+        # clock finds the series' next run already waiting.
         self.scheduler.continue_series(self.series)
+        tally[COMPLETED] += 1
 
     def abandon(self) -> None:
         self.future.cancel()  # the series' callback completes the cancellation

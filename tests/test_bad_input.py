@@ -10,11 +10,11 @@ import threading
 from typing import Any, Callable
 
 import pytest
+from helpers import TIMEOUT
 
 from priority_executor import Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
 
-TIMEOUT = 10
 _unique = itertools.count()
 
 NOW = datetime.datetime.now()

@@ -3,38 +3,21 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import gc
 import sys
 import threading
 import tracemalloc
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import Future
+from typing import Callable, TypeVar
 
 import pytest
+from helpers import TIMEOUT, blocked_worker, in_thread
 
 from priority_executor import PriorityExecutor
 from priority_executor.testing import ManualClock
 
-TIMEOUT = 10
-
-
-@contextlib.contextmanager
-def blocked_worker(ex: PriorityExecutor) -> Iterator[tuple[threading.Event, Future[None]]]:
-    """Occupy the executor's single worker until the event is set (at the latest on exit)."""
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
-    future = ex.submit(blocker, priority=10**6)
-    try:
-        assert started.wait(TIMEOUT)
-        yield release, future
-    finally:
-        release.set()
+T = TypeVar("T")
 
 
 def test_cancel_ready_task_behind_blocked_worker() -> None:
@@ -117,34 +100,35 @@ def test_cancel_finished_task_returns_false() -> None:
         assert future.result() == 3
 
 
-def _wait_in_thread(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    box: dict[str, object] = {}
+def _cancel_while_waiting(victim: Future[object], waiter: Callable[[], T], what: str) -> T:
+    """Run ``waiter()`` in a thread, cancel ``victim``: the waiter must return at once."""
+    box: dict[str, T] = {}
     done = threading.Event()
 
     def target() -> None:
-        box["result"] = fn(*args, **kwargs)
+        box["result"] = waiter()
         done.set()
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return box, done, thread
+    thread = in_thread(target)
+    victim.cancel()
+    assert done.wait(5), f"{what} was not woken by the cancellation"
+    thread.join(TIMEOUT)
+    return box["result"]
 
 
 def test_wait_sees_cancel_of_queued_task_at_once() -> None:
     """The worker never reaches the cancelled task while we wait: it is blocked."""
     with PriorityExecutor(1) as ex, blocked_worker(ex) as (release, blocker):
         victim = ex.submit(int)
-        box, done, thread = _wait_in_thread(
-            cf.wait, [victim, blocker], timeout=TIMEOUT, return_when=cf.FIRST_COMPLETED
+        finished, not_finished = _cancel_while_waiting(
+            victim,
+            lambda: cf.wait([victim, blocker], timeout=TIMEOUT, return_when=cf.FIRST_COMPLETED),
+            "wait()",
         )
-        victim.cancel()
-        assert done.wait(5), "wait() was not woken by the cancellation"
-        finished, not_finished = box["result"]  # type: ignore[misc]
         assert finished == {victim}
         assert not_finished == {blocker}
         assert not blocker.done()
         release.set()
-        thread.join(TIMEOUT)
 
 
 def test_wait_sees_already_cancelled_queued_task() -> None:
@@ -165,14 +149,12 @@ def test_wait_sees_cancel_of_delayed_task_at_once() -> None:
     with PriorityExecutor(1, clock=clock) as ex:
         victim = ex.submit(int, delay=3600)
         other = ex.submit(int, delay=7200)
-        box, done, thread = _wait_in_thread(
-            cf.wait, [victim, other], timeout=TIMEOUT, return_when=cf.FIRST_COMPLETED
+        finished, _ = _cancel_while_waiting(
+            victim,
+            lambda: cf.wait([victim, other], timeout=TIMEOUT, return_when=cf.FIRST_COMPLETED),
+            "wait()",
         )
-        victim.cancel()
-        assert done.wait(5), "wait() was not woken by the cancellation"
-        finished, _ = box["result"]  # type: ignore[misc]
         assert finished == {victim}
-        thread.join(TIMEOUT)
         # Already cancelled before wait() is called: reported without waiting.
         finished, not_finished = cf.wait([victim], timeout=5)
         assert finished == {victim}
@@ -183,17 +165,14 @@ def test_wait_sees_cancel_of_delayed_task_at_once() -> None:
 def test_as_completed_sees_cancel_of_queued_task_at_once() -> None:
     with PriorityExecutor(1) as ex, blocked_worker(ex) as (release, blocker):
         victim = ex.submit(int)
-
-        def first_completed() -> Future[object]:
-            return next(cf.as_completed([blocker, victim], timeout=TIMEOUT))
-
-        box, done, thread = _wait_in_thread(first_completed)
-        victim.cancel()
-        assert done.wait(5), "as_completed() was not woken by the cancellation"
-        assert box["result"] is victim
+        first = _cancel_while_waiting(
+            victim,
+            lambda: next(cf.as_completed([blocker, victim], timeout=TIMEOUT)),
+            "as_completed()",
+        )
+        assert first is victim
         assert not blocker.done()
         release.set()
-        thread.join(TIMEOUT)
 
 
 def test_as_completed_sees_cancel_of_delayed_task_at_once() -> None:

@@ -13,33 +13,10 @@ import time
 from concurrent.futures import FIRST_COMPLETED, CancelledError, as_completed, wait
 
 import pytest
+from helpers import TIMEOUT, stats_fields
 
 from priority_executor import PriorityExecutor
 from priority_executor.testing import ManualClock
-
-TIMEOUT = 10.0
-
-
-def stats_fields(ex: PriorityExecutor) -> dict[str, int]:
-    s = ex.stats()
-    return {
-        "scheduled": s.scheduled,
-        "ready": s.ready,
-        "running": s.running,
-        "completed": s.completed,
-        "failed": s.failed,
-        "cancelled": s.cancelled,
-        "expired": s.expired,
-    }
-
-
-def wait_until(predicate, timeout: float = TIMEOUT) -> None:
-    """Wait for worker threads to reach a state (never used to wait for a due time)."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.001)
 
 
 class Blocker:

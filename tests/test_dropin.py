@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import contextlib
 import functools
 import gc
 import itertools
@@ -12,30 +11,19 @@ import logging
 import os
 import re
 import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
+from typing import Callable
 
 import pytest
+from helpers import TIMEOUT, Boom, blocked_worker, run_script
 
 from priority_executor import ExecutorStats, Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
 
-TIMEOUT = 10
-# Scripts write whole lines at once: print() writes its parts separately, and lines
-# printed by two threads at the same time could interleave.
-SAY = """\
-import sys
-def say(*parts):
-    sys.stdout.write(" ".join(map(str, parts)) + "\\n")
-    sys.stdout.flush()
-"""
 _unique = itertools.count()
 
 
@@ -43,29 +31,8 @@ def unique_prefix(name: str) -> str:
     return f"{name}{os.getpid()}x{next(_unique)}"
 
 
-@contextlib.contextmanager
-def blocked_worker(ex: PriorityExecutor) -> Iterator[tuple[threading.Event, Future[None]]]:
-    """Occupy one worker until the event is set (at the latest on exit)."""
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
-    future = ex.submit(blocker, priority=10**6)
-    try:
-        assert started.wait(TIMEOUT)
-        yield release, future
-    finally:
-        release.set()
-
-
 def threads_named(prefix: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
-
-
-class Boom(Exception):
-    pass
 
 
 def fail(message: str = "boom") -> None:
@@ -514,12 +481,7 @@ def test_executor_dropped_without_shutdown_still_runs_delayed_work_at_exit() -> 
         gc.collect()
         say("collected", ref() is None)
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", SAY + textwrap.dedent(source)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    proc = run_script(source)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert sorted(lines) == ["collected True", "delayed", "queued"]
@@ -627,12 +589,7 @@ def test_fork_while_busy_child_exits_normally() -> None:
         say("child status", status >> 8)
         release.set()
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", SAY + textwrap.dedent(source)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    proc = run_script(source)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # The parent's delayed task runs at 0.2 s, whenever the child is done.
@@ -690,17 +647,28 @@ def test_map_submits_at_once_not_lazily() -> None:
     assert sorted(ran) == list(range(5))
 
 
-def test_map_timeout_raises_and_cancels_the_rest() -> None:
+def _map_task_blocking_at(
+    blocked: int,
+) -> tuple[Callable[[int], int], list[int], threading.Event, threading.Event]:
+    """A task for map(): it records its argument and, for ``blocked``, waits to be released.
+
+    Returns the task, the recorded arguments, the "blocked task started" and the release events.
+    """
     ran: list[int] = []
     started, release = threading.Event(), threading.Event()
 
     def task(i: int) -> int:
         ran.append(i)
-        if i == 0:
+        if i == blocked:
             started.set()
             assert release.wait(TIMEOUT)
         return i
 
+    return task, ran, started, release
+
+
+def test_map_timeout_raises_and_cancels_the_rest() -> None:
+    task, ran, started, release = _map_task_blocking_at(0)
     ex = PriorityExecutor(1)
     try:
         results = ex.map(task, range(5), timeout=0.2)
@@ -719,16 +687,7 @@ def test_map_timeout_raises_and_cancels_the_rest() -> None:
 
 
 def test_map_early_exit_cancels_the_rest() -> None:
-    ran: list[int] = []
-    second_started, release = threading.Event(), threading.Event()
-
-    def task(i: int) -> int:
-        ran.append(i)
-        if i == 1:
-            second_started.set()
-            assert release.wait(TIMEOUT)
-        return i
-
+    task, ran, second_started, release = _map_task_blocking_at(1)
     ex = PriorityExecutor(1)
     try:
         results = ex.map(task, range(5))

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
+from helpers import TIMEOUT, blocked_worker
 
 from priority_executor import Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
-
-TIMEOUT = 10
-
-
-@contextlib.contextmanager
-def blocked_worker(ex: PriorityExecutor) -> Iterator[threading.Event]:
-    """Occupy the executor's single worker until the event is set (at the latest on exit)."""
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
-    ex.submit(blocker, priority=10**6)
-    try:
-        assert started.wait(TIMEOUT)
-        yield release
-    finally:
-        release.set()
 
 
 def test_nothing_runs_before_it_is_due() -> None:
@@ -113,7 +93,7 @@ def test_just_due_high_beats_overdue_low() -> None:
     """Both due when a worker frees up, the LOW one for longer: HIGH still runs first."""
     clock = ManualClock()
     order: list[str] = []
-    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as release:
+    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as (release, _):
         low = ex.submit(order.append, "low", priority=Priority.LOW, delay=1)
         high = ex.submit(order.append, "high", priority=Priority.HIGH, delay=5)
         clock.advance(1)
@@ -131,7 +111,7 @@ def test_among_equal_priorities_earlier_due_first() -> None:
     """Equal priority: the task due earlier runs first, even if it was submitted later."""
     clock = ManualClock()
     order: list[str] = []
-    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as release:
+    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as (release, _):
         later = ex.submit(order.append, "due-at-2", delay=2)
         sooner = ex.submit(order.append, "due-at-1", delay=1)
         clock.advance(3)
@@ -207,7 +187,7 @@ def test_past_run_at_counts_as_overdue_in_the_order() -> None:
     """A run_at in the past keeps its earlier due time: among equal priorities it goes first."""
     clock = ManualClock()
     order: list[str] = []
-    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as release:
+    with PriorityExecutor(1, clock=clock) as ex, blocked_worker(ex) as (release, _):
         f_now = ex.submit(order.append, "now")
         past = datetime.datetime.now() - datetime.timedelta(seconds=60)
         f_past = ex.submit(order.append, "past", run_at=past)

@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
-
 import pytest
+from helpers import TIMEOUT, blocked_worker
 
 from priority_executor import Fifo, Priority, PriorityExecutor
-
-TIMEOUT = 10
-
-
-@contextlib.contextmanager
-def blocked_worker(ex: PriorityExecutor) -> Iterator[threading.Event]:
-    """Occupy the executor's single worker until the event is set (at the latest on exit)."""
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
-    ex.submit(blocker, priority=10**6)
-    try:
-        assert started.wait(TIMEOUT)
-        yield release
-    finally:
-        release.set()
 
 
 def run_in_order(ex: PriorityExecutor, submissions: list[tuple[object, int]]) -> list[object]:
     """Submit (label, priority) pairs behind a blocked worker; return the labels in run order."""
     order: list[object] = []
-    with blocked_worker(ex) as release:
+    with blocked_worker(ex) as (release, _):
         futures = [ex.submit(order.append, label, priority=prio) for label, prio in submissions]
         assert ex.stats().ready == len(submissions)
         release.set()
@@ -67,7 +45,7 @@ def test_fifo_among_1000_equal_priority_tasks() -> None:
 def test_fifo_among_equal_priorities_default_priority() -> None:
     """No scheduling keyword at all: the ThreadPoolExecutor order."""
     order: list[int] = []
-    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as release:
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
         futures = [ex.submit(order.append, i) for i in range(200)]
         release.set()
         for future in futures:
@@ -126,7 +104,7 @@ def test_fifo_policy_ignores_priorities() -> None:
 @pytest.mark.timeout(30)
 def test_high_priority_submitted_later_overtakes_queued_backlog() -> None:
     order: list[str] = []
-    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as release:
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
         backlog = [ex.submit(order.append, f"bg{i}") for i in range(50)]
         urgent = ex.submit(order.append, "urgent", priority=Priority.HIGH)
         release.set()

@@ -11,11 +11,11 @@ import collections
 import datetime
 import math
 import threading
-import time
 from concurrent.futures import Future, wait
 from typing import ClassVar
 
 import pytest
+from helpers import Boom, blocked_worker, wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,36 +54,16 @@ def run_order(policy, queue_tasks, *, advance: float = 0.0) -> list[str]:
     """
     clock = ManualClock()
     record = Recorder()
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
     with PriorityExecutor(1, clock=clock, policy=policy) as ex:
-        try:
-            busy = ex.submit(blocker)
-            wait_until(lambda: started.is_set() or busy.done())
-            if busy.done():
-                busy.result()  # raises what went wrong
+        with blocked_worker(ex, priority=0, timeout=TIMEOUT) as (_, busy):
             futures = queue_tasks(ex, clock, record)
             clock.advance(advance)
-        finally:
-            release.set()
         busy.result(timeout=TIMEOUT)
         _done, not_done = wait(futures, timeout=TIMEOUT)
         assert not not_done
         for future in futures:
             future.result()
     return record.order
-
-
-def wait_until(predicate, timeout: float = TIMEOUT) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.001)
 
 
 # -- PriorityFirst, the default, for contrast --------------------------------------------
@@ -400,10 +380,6 @@ def test_policy_with_non_callable_sort_key_is_type_error() -> None:
 POISON = 666
 
 
-class Boom(Exception):
-    pass
-
-
 class Raising:
     def sort_key(self, task):
         if task.priority == POISON:
@@ -498,7 +474,7 @@ def test_policy_failing_at_a_later_run_of_a_series_ends_the_series() -> None:
 
     with PriorityExecutor(1, clock=clock, policy=FailsSecondTime()) as ex:
         series = ex.submit_recurring(lambda: runs.append(clock.now()), interval=1, priority=POISON)
-        wait_until(lambda: ex.stats().completed >= 1)
+        wait_until(lambda: ex.stats().completed >= 1, TIMEOUT)
         assert not series.done()
         clock.advance(1)
         assert isinstance(series.exception(timeout=TIMEOUT), Boom)
@@ -524,25 +500,15 @@ def test_unorderable_key_fails_only_that_task(bad_key, delayed: bool) -> None:
 
     clock = ManualClock()
     record = Recorder()
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
     timing = {"delay": 1} if delayed else {}
     with PriorityExecutor(1, clock=clock, policy=Unorderable()) as ex:
-        try:
-            ex.submit(blocker)
-            assert started.wait(TIMEOUT)
+        with blocked_worker(ex, priority=0, timeout=TIMEOUT):
             good = [ex.submit(record, f"good-{i}", priority=i, **timing) for i in range(3)]
             bad = ex.submit(record, "bad", priority=POISON, **timing)
             more = [ex.submit(record, f"more-{i}", priority=i, **timing) for i in range(3)]
             clock.advance(1)
             assert bad.done()
             assert isinstance(bad.exception(timeout=0), TypeError)
-        finally:
-            release.set()
         for future in good + more:
             future.result(timeout=TIMEOUT)
     assert record.order == ["good-2", "more-2", "good-1", "more-1", "good-0", "more-0"]

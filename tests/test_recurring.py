@@ -18,26 +18,13 @@ import textwrap
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, CancelledError, as_completed, wait
+from typing import Callable
 
 import pytest
+from helpers import TIMEOUT, Boom, stats_fields, wait_until
 
 from priority_executor import Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
-
-TIMEOUT = 10.0
-
-
-def stats_fields(ex: PriorityExecutor) -> dict[str, int]:
-    s = ex.stats()
-    return {
-        "scheduled": s.scheduled,
-        "ready": s.ready,
-        "running": s.running,
-        "completed": s.completed,
-        "failed": s.failed,
-        "cancelled": s.cancelled,
-        "expired": s.expired,
-    }
 
 
 def counts(**nonzero: int) -> dict[str, int]:
@@ -46,15 +33,6 @@ def counts(**nonzero: int) -> dict[str, int]:
     )
     fields.update(nonzero)
     return fields
-
-
-def wait_until(predicate, timeout: float = TIMEOUT) -> None:
-    """Wait for worker threads to reach a state (never used to wait for a due time)."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.001)
 
 
 def advance_to(clock: ManualClock, t: float) -> None:
@@ -128,8 +106,10 @@ def test_fixed_rate_run_times_skip_overrun_slots_without_a_burst() -> None:
     assert stats_fields(ex) == counts(completed=6, cancelled=1)
 
 
-def test_fixed_rate_run_blocked_while_the_clock_passes_several_slots() -> None:
-    clock = ManualClock()
+def run_blocking_on(
+    clock: ManualClock, run_number: int
+) -> tuple[Callable[[], None], queue.Queue[float], threading.Event]:
+    """A task that reports its start times, blocking its ``run_number``-th run until released."""
     starts: queue.Queue[float] = queue.Queue()
     release = threading.Event()
     count = [0]
@@ -137,9 +117,15 @@ def test_fixed_rate_run_blocked_while_the_clock_passes_several_slots() -> None:
     def run() -> None:
         count[0] += 1
         starts.put(clock.now())
-        if count[0] == 2:
+        if count[0] == run_number:
             assert release.wait(TIMEOUT)
 
+    return run, starts, release
+
+
+def test_fixed_rate_run_blocked_while_the_clock_passes_several_slots() -> None:
+    clock = ManualClock()
+    run, starts, release = run_blocking_on(clock, run_number=2)
     with PriorityExecutor(4, clock=clock) as ex:
         series = ex.submit_recurring(run, interval=10, fixed_rate=True)
         assert starts.get(timeout=TIMEOUT) == 0
@@ -170,16 +156,7 @@ def test_fixed_rate_run_blocked_while_the_clock_passes_several_slots() -> None:
 
 def test_fixed_delay_run_blocked_while_the_clock_moves() -> None:
     clock = ManualClock()
-    starts: queue.Queue[float] = queue.Queue()
-    release = threading.Event()
-    count = [0]
-
-    def run() -> None:
-        count[0] += 1
-        starts.put(clock.now())
-        if count[0] == 1:
-            assert release.wait(TIMEOUT)
-
+    run, starts, release = run_blocking_on(clock, run_number=1)
     with PriorityExecutor(4, clock=clock) as ex:
         series = ex.submit_recurring(run, interval=5)
         assert starts.get(timeout=TIMEOUT) == 0
@@ -457,10 +434,6 @@ def test_cancel_races_with_runs_in_real_time() -> None:
 
 
 # -- failure -----------------------------------------------------------------------------
-
-
-class Boom(Exception):
-    pass
 
 
 def test_exception_ends_the_series_and_is_logged(caplog) -> None:

@@ -3,53 +3,22 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
+from helpers import SAY, TIMEOUT, blocked_worker, in_thread, run_script
 
 from priority_executor import PriorityExecutor
 from priority_executor.testing import ManualClock
 
-TIMEOUT = 10
 # Scripts write whole lines at once: print() writes its parts separately, and lines
 # printed by two threads at the same time could interleave.
-SAY = """\
-import sys
-def say(*parts):
-    sys.stdout.write(" ".join(map(str, parts)) + "\\n")
-    sys.stdout.flush()
-"""
 SHUTDOWN_MESSAGE = "cannot schedule new futures after shutdown"
-
-
-@contextlib.contextmanager
-def blocked_worker(ex: PriorityExecutor) -> Iterator[tuple[threading.Event, Future[None]]]:
-    """Occupy one worker until the event is set (at the latest on exit)."""
-    started, release = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        assert release.wait(TIMEOUT)
-
-    future = ex.submit(blocker, priority=10**6)
-    try:
-        assert started.wait(TIMEOUT)
-        yield release, future
-    finally:
-        release.set()
-
-
-def in_thread(fn, *args, **kwargs) -> threading.Thread:  # type: ignore[no-untyped-def]
-    thread = threading.Thread(target=fn, args=args, kwargs=kwargs, daemon=True)
-    thread.start()
-    return thread
 
 
 # -- no more submissions ---------------------------------------------------------------------
@@ -455,15 +424,6 @@ def test_shutdown_cancels_recurring_series() -> None:
 
 
 # -- interpreter exit ------------------------------------------------------------------------
-
-
-def run_script(source: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", SAY + textwrap.dedent(source)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.mark.timeout(60)

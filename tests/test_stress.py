@@ -13,15 +13,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pytest
+from helpers import TIMEOUT, Boom
 
 from priority_executor import ExecutorStats, PriorityExecutor
 from priority_executor.testing import ManualClock
-
-TIMEOUT = 10
-
-
-class Boom(Exception):
-    pass
 
 
 @dataclass

@@ -1,0 +1,87 @@
+"""Helpers shared by the test modules (imported as ``helpers``: pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Callable
+
+from priority_executor import PriorityExecutor
+
+TIMEOUT = 10.0
+# Scripts write whole lines at once: print() writes its parts separately, and lines
+# printed by two threads at the same time could interleave.
+SAY = """\
+import sys
+def say(*parts):
+    sys.stdout.write(" ".join(map(str, parts)) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+class Boom(Exception):
+    pass
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = TIMEOUT) -> None:
+    """Wait for worker threads to reach a state (never used to wait for a due time)."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.001)
+
+
+@contextlib.contextmanager
+def blocked_worker(
+    ex: PriorityExecutor, *, priority: int = 10**6, timeout: float = TIMEOUT
+) -> Iterator[tuple[threading.Event, Future[None]]]:
+    """Occupy one worker until the event is set (at the latest on exit).
+
+    Yields the release event and the blocker's future. Should the blocker fail before it
+    starts (a broken policy, say), what went wrong is raised instead.
+    """
+    started, release = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        assert release.wait(timeout)
+
+    future = ex.submit(blocker, priority=priority)
+    try:
+        wait_until(lambda: started.is_set() or future.done(), timeout)
+        if not started.is_set():
+            future.result()  # raises what went wrong
+            raise AssertionError("the blocker finished without starting")
+        yield release, future
+    finally:
+        release.set()
+
+
+def stats_fields(ex: PriorityExecutor) -> dict[str, int]:
+    """The executor's stats as a dict of its seven fields."""
+    return dataclasses.asdict(ex.stats())
+
+
+def in_thread(fn, *args, **kwargs) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """Start ``fn(*args, **kwargs)`` in a daemon thread and return the thread."""
+    thread = threading.Thread(target=fn, args=args, kwargs=kwargs, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_script(source: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` (dedented, after SAY) in a fresh interpreter; capture its output."""
+    return subprocess.run(
+        [sys.executable, "-c", SAY + textwrap.dedent(source)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
