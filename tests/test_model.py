@@ -44,7 +44,8 @@ from priority_executor import (
 from priority_executor.testing import ManualClock
 
 SYNC_TIMEOUT = 5.0  # seconds for the worker thread to act; never reached unless broken
-SETTLE_TIMEOUT = 3.0  # seconds for an idle worker's last steps; also reached only if broken
+SETTLE_TIMEOUT = 2.0  # seconds for an idle worker's last steps; also reached only if broken
+STUCK_TIMEOUT = 0.5  # seconds with nothing running or ready, when a start is predicted
 GATE_TIMEOUT = 30.0  # a task left blocked by a broken test gives up after this
 
 WAITING = ("pending", "ready")
@@ -265,11 +266,6 @@ class Gates:
             for gate, _ in self.gates:
                 gate.set()
 
-    def wait_started(self, count: int) -> None:
-        with self.cond:
-            ok = self.cond.wait_for(lambda: len(self.log) >= count, SYNC_TIMEOUT)
-        assert ok, f"the worker never started task #{count}; it ran {self.log}"
-
 
 def executor_threads(prefix: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
@@ -320,8 +316,8 @@ class ExecutorMachine(RuleBasedStateMachine):
     def sync(self) -> None:
         """Wait until the worker has done what the model predicts it does next."""
         if self.m.running is not None:
+            self.wait_started(len(self.m.log))
             # Before it starts the next task, the worker has finished the previous one.
-            self.gates.wait_started(len(self.m.log))
             self.check()
             return
         # The worker ends a task in steps (count it, complete its future, queue a series'
@@ -336,6 +332,28 @@ class ExecutorMachine(RuleBasedStateMachine):
                 if time.monotonic() > end:
                     raise
             time.sleep(0.0005)
+
+    def wait_started(self, count: int) -> None:
+        """Wait until the worker has started ``count`` tasks. Fail early if it cannot: with
+        no task running and none ready for a while, none will start without the test (the
+        worker passes through that state only for an instant, between counting a series'
+        run and queueing the next one)."""
+        gates = self.gates
+        end = time.monotonic() + SYNC_TIMEOUT
+        stuck_since = None
+        while True:
+            with gates.cond:
+                if gates.cond.wait_for(lambda: len(gates.log) >= count, 0.002):
+                    return
+            now = time.monotonic()
+            stats = self.ex.stats()
+            if stats.running or stats.ready:
+                stuck_since = None
+            elif stuck_since is None:
+                stuck_since = now
+            stuck = stuck_since is not None and now - stuck_since > STUCK_TIMEOUT
+            assert not stuck, f"the model predicts task #{count} runs; executor: {stats}"
+            assert now < end, f"the worker never started task #{count}: {stats}"
 
     def submitted(self) -> int:
         return len(self.futures) + len(self.series_futures)
