@@ -41,7 +41,7 @@ class WorkerPool:
         self._spawning = threading.Lock()
 
     def spawn_if_room(self, scheduler: Scheduler) -> None:
-        """A task became ready and no worker is idle: start one, unless all are running."""
+        """Start a worker, unless ``max_workers`` are running already."""
         if len(self.threads) >= self.max_workers:
             return
         with self._spawning:
