@@ -123,14 +123,14 @@ class Scheduler:
     def _key_or_error(self, task: Task) -> Any:
         try:
             return self._key(task)
-        except Exception as exc:  # a broken policy fails this task, not the executor
+        except BaseException as exc:  # a broken policy fails this task, not the executor
             return exc
 
     def _queue(self, task: Task, key: Any) -> Claimed:
         """Queue a new task under the lock: to the workers if it has a key, else to wait."""
         if task.series is not None:
             self._series.add(task.series)
-        if isinstance(key, Exception):
+        if isinstance(key, BaseException):
             task.state = FAILED
             self._counts[FAILED] += 1
             return [(task, key)]
@@ -214,7 +214,7 @@ class Scheduler:
                     claimed.append((task, None))
             elif isinstance(entry, Task) and entry.state == PENDING:
                 key = self._key_or_error(entry)
-                if isinstance(key, Exception):
+                if isinstance(key, BaseException):
                     self._claim(entry, FAILED)
                     claimed.append((entry, key))
                 else:

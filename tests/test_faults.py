@@ -260,6 +260,31 @@ def test_policy_with_broken_keys_fails_only_those_tasks(delayed: bool) -> None:
         shutdown_bounded(ex)
 
 
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, SystemExit])
+def test_policy_raising_a_base_exception_for_a_delayed_task(exc_type: type) -> None:
+    """A sort_key that raises KeyboardInterrupt or SystemExit while the promoter makes a
+    delayed task due fails that task, as a task raising them fails its own future; the
+    other delayed tasks still run and shutdown(wait=True) returns."""
+
+    class Raising:
+        def sort_key(self, task: TaskInfo) -> tuple[float, ...]:
+            if task.priority == 13:
+                raise exc_type("from sort_key")
+            return (-task.priority, task.due)
+
+    prefix = unique_prefix("base-key")
+    ex = PriorityExecutor(max_workers=1, thread_name_prefix=prefix, policy=Raising())
+    try:
+        bad = ex.submit(int, priority=13, delay=0.02)
+        good = ex.submit(str, "good", delay=0.05)
+        assert good.result(timeout=TIMEOUT) == "good"
+        assert isinstance(bad.exception(timeout=TIMEOUT), exc_type)
+        still_works(ex)
+    finally:
+        shutdown_bounded(ex)
+    threads_exit(prefix)
+
+
 def test_policy_failing_for_a_later_run_ends_the_series() -> None:
     class FailsAfterOne:
         def sort_key(self, task: TaskInfo) -> tuple[float, ...]:
