@@ -274,13 +274,16 @@ def test_policy_raising_a_base_exception_for_a_delayed_task(exc_type: type) -> N
 
     prefix = unique_prefix("base-key")
     ex = PriorityExecutor(max_workers=1, thread_name_prefix=prefix, policy=Raising())
+    bad = ex.submit(int, priority=13, delay=0.02)
+    good = ex.submit(str, "good", delay=0.05)
     try:
-        bad = ex.submit(int, priority=13, delay=0.02)
-        good = ex.submit(str, "good", delay=0.05)
-        assert good.result(timeout=TIMEOUT) == "good"
+        assert good.result(timeout=2) == "good"
         assert isinstance(bad.exception(timeout=TIMEOUT), exc_type)
         still_works(ex)
     finally:
+        # If the promoter died, these wait forever, and so would the interpreter's exit.
+        bad.cancel()
+        good.cancel()
         shutdown_bounded(ex)
     threads_exit(prefix)
 

@@ -407,6 +407,16 @@ class ExecutorMachine(RuleBasedStateMachine):
     def submit_recurring(
         self, priority: int, delay: int | None, interval: int, fixed_rate: bool
     ) -> None:
+        self.submit_series(priority, delay, interval, fixed_rate)
+
+    # A second rule, for series that run at once on a grid that long runs overrun.
+    @rule(priority=st.sampled_from([0, 10]), interval=st.integers(1, 2))
+    def submit_fixed_rate_now(self, priority: int, interval: int) -> None:
+        self.submit_series(priority, None, interval, True)
+
+    def submit_series(
+        self, priority: int, delay: int | None, interval: int, fixed_rate: bool
+    ) -> None:
         label = f"s{next(self.labels)}"
         kwargs: dict[str, Any] = {
             "priority": priority,
@@ -447,6 +457,13 @@ class ExecutorMachine(RuleBasedStateMachine):
         self.clock.advance(seconds)
         self.m.advance(seconds)
         self.sync()
+
+    # Time passing while a task runs: deadlines of waiting tasks pass, a fixed-rate series
+    # overruns its slots.
+    @precondition(lambda self: self.model is not None and self.model.running is not None)
+    @rule(seconds=st.sampled_from([2, 4, 7]))
+    def advance_while_running(self, seconds: float) -> None:
+        self.advance(seconds)
 
     def release_running(self, fail: bool) -> None:
         self.gates.release_last(fail)
