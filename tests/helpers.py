@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -30,13 +31,26 @@ class Boom(Exception):
     pass
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = TIMEOUT) -> None:
+def wait_until(
+    predicate: Callable[[], object], timeout: float = TIMEOUT, *, what: str = "a condition"
+) -> None:
     """Wait for worker threads to reach a state (never used to wait for a due time)."""
     end = time.monotonic() + timeout
     while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
+        assert time.monotonic() < end, f"timed out waiting for {what}"
         time.sleep(0.001)
+
+
+def unique_prefix(what: str) -> str:
+    """A thread name prefix no other executor of the test run uses."""
+    return f"pe-test-{what}-{next(_prefixes)}"
+
+
+_prefixes = itertools.count()
+
+
+def executor_threads(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
 
 
 @contextlib.contextmanager

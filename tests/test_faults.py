@@ -23,32 +23,16 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable
 
 import pytest
+from helpers import executor_threads, unique_prefix, wait_until
 
 from priority_executor import PriorityExecutor, TaskInfo
 from priority_executor.testing import ManualClock
 
 TIMEOUT = 10.0  # bound of every wait below; reached only if something is broken
 
-_names = itertools.count()
-
-
-def unique_prefix(what: str) -> str:
-    return f"pe-faults-{what}-{next(_names)}"
-
-
-def executor_threads(prefix: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
-
-
-def wait_until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.001)
-
 
 def threads_exit(prefix: str) -> None:
-    wait_until(lambda: not executor_threads(prefix), f"the threads of {prefix} to exit")
+    wait_until(lambda: not executor_threads(prefix), what=f"the threads of {prefix} to exit")
 
 
 def call_bounded(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
@@ -129,7 +113,7 @@ def test_recurring_run_raising_ends_its_series_with_that_exception(exc: BaseExce
     try:
         series = ex.submit_recurring(tick, interval=1)
         for _ in range(2):
-            wait_until(lambda: ex.stats().scheduled == 1, "the next run to be scheduled")
+            wait_until(lambda: ex.stats().scheduled == 1, what="the next run to be scheduled")
             clock.advance(1)
         assert series.exception(timeout=TIMEOUT) is exc
         clock.advance(5)
@@ -173,7 +157,7 @@ def test_done_callback_raising_is_logged_and_the_executor_keeps_working(
         assert blocker.result(timeout=TIMEOUT) is True
         clock.advance(1)
         assert delayed.result(timeout=TIMEOUT) == 16
-        wait_until(lambda: len(calls) == 4, "every callback to run")
+        wait_until(lambda: len(calls) == 4, what="every callback to run")
         assert ex.submit(pow, 2, 5).result(timeout=TIMEOUT) == 32
     finally:
         shutdown_bounded(ex)
@@ -225,7 +209,7 @@ def test_policy_with_broken_keys_fails_only_those_tasks(delayed: bool) -> None:
     kwargs = {"delay": 1} if delayed else {}
     try:
         blocker = ex.submit(gate.wait, TIMEOUT)
-        wait_until(lambda: ex.stats().running == 1, "the blocker to start")
+        wait_until(lambda: ex.stats().running == 1, what="the blocker to start")
         good: list[Future[None]] = []
         bad: dict[int, Future[None]] = {}
         for priority in (1, 13, 5, 14, 3, 15, 16, 9, 17, 18, 2):
@@ -300,7 +284,7 @@ def test_policy_failing_for_a_later_run_ends_the_series() -> None:
     runs: list[float] = []
     try:
         series = ex.submit_recurring(lambda: runs.append(clock.now()), interval=1, priority=5)
-        wait_until(lambda: ex.stats().scheduled == 1, "the second run to be scheduled")
+        wait_until(lambda: ex.stats().scheduled == 1, what="the second run to be scheduled")
         clock.advance(1)
         exc = series.exception(timeout=TIMEOUT)
         assert isinstance(exc, ArithmeticError)
@@ -326,7 +310,7 @@ def test_keys_of_different_lengths_order_as_tuples() -> None:
     order: list[str] = []
     try:
         blocker = ex.submit(gate.wait, TIMEOUT)
-        wait_until(lambda: ex.stats().running == 1, "the blocker to start")
+        wait_until(lambda: ex.stats().running == 1, what="the blocker to start")
         futures = [ex.submit(order.append, f"long{i}") for i in range(5)]
         futures.append(ex.submit(order.append, "short", priority=1))
         gate.set()
@@ -368,7 +352,9 @@ def test_initializer_failing_on_the_second_of_four_threads(
         except BrokenThreadPool:
             refused += 1
     # Nothing is released yet: a future that completes was failed by the broken pool.
-    wait_until(lambda: refused or any(f.done() for f in futures), "the broken pool to fail a task")
+    wait_until(
+        lambda: refused or any(f.done() for f in futures), what="the broken pool to fail a task"
+    )
     for _ in range(6):
         with pytest.raises(BrokenThreadPool, match="initializer failed"):
             ex.submit(release.wait, TIMEOUT)
@@ -423,7 +409,7 @@ def test_shutdown_with_cancel_futures_from_a_task() -> None:
 
     other = ex.submit(other_go.wait, TIMEOUT)
     stop = ex.submit(stopper)
-    wait_until(lambda: ex.stats().running == 2, "both workers to be busy")
+    wait_until(lambda: ex.stats().running == 2, what="both workers to be busy")
     queued = [ex.submit(ran.append, i) for i in range(5)]
     delayed = [ex.submit(ran.append, "delayed", delay=60)]
     series = ex.submit_recurring(ran.append, "series", interval=0.01)
@@ -464,12 +450,12 @@ def test_shutdown_with_cancel_futures_from_a_done_callback_in_a_worker() -> None
 
     first = ex.submit(first_go.wait, TIMEOUT)
     second = ex.submit(second_go.wait, TIMEOUT)
-    wait_until(lambda: ex.stats().running == 2, "both workers to be busy")
+    wait_until(lambda: ex.stats().running == 2, what="both workers to be busy")
     first.add_done_callback(stop)
     queued = [ex.submit(time.sleep, 0) for _ in range(4)]
     delayed = ex.submit(time.sleep, 0, delay=60)
     first_go.set()
-    wait_until(lambda: returned, "the callback's shutdown() to return")
+    wait_until(lambda: returned, what="the callback's shutdown() to return")
     assert returned[0].startswith(prefix + "_")
     for future in [*queued, delayed]:
         assert future.cancelled()
@@ -496,12 +482,12 @@ def test_shutdown_with_cancel_futures_from_a_callback_of_an_expired_task() -> No
         returned.append("returned")
 
     blocker = ex.submit(gate.wait, TIMEOUT)
-    wait_until(lambda: ex.stats().running == 1, "the blocker to start")
+    wait_until(lambda: ex.stats().running == 1, what="the blocker to start")
     expiring = ex.submit(time.sleep, 0, expires=0.05)
     expiring.add_done_callback(stop)
     queued = [ex.submit(time.sleep, 0) for _ in range(3)]
     delayed = ex.submit(time.sleep, 0, delay=60)
-    wait_until(lambda: returned, "the callback's shutdown() to return")
+    wait_until(lambda: returned, what="the callback's shutdown() to return")
     assert expiring.cancelled()
     assert all(f.cancelled() for f in [*queued, delayed])
     gate.set()
@@ -529,7 +515,7 @@ def test_shutdown_from_a_callback_run_in_the_callers_thread(trigger: str) -> Non
         returned.append(threading.current_thread().name)
 
     blocker = ex.submit(gate.wait, TIMEOUT)
-    wait_until(lambda: ex.stats().running == 1, "the blocker to start")
+    wait_until(lambda: ex.stats().running == 1, what="the blocker to start")
     target = ex.submit(time.sleep, 0, expires=1)
     target.add_done_callback(stop)
     queued = [ex.submit(time.sleep, 0) for _ in range(3)]
@@ -670,7 +656,7 @@ def test_garbage_collected_executor_on_a_manual_clock_still_runs_fire_and_forget
     del ex
     gc.collect()
     clock.advance(5)
-    wait_until(lambda: len(ran) == 3, "the delayed tasks of a dropped executor to run", 5)
+    wait_until(lambda: len(ran) == 3, 5, what="the delayed tasks of a dropped executor to run")
     assert sorted(ran) == [0, 1, 2]
     threads_exit(prefix)
 

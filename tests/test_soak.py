@@ -24,30 +24,13 @@ from concurrent.futures import wait as futures_wait
 from typing import Any, Callable
 
 import pytest
+from helpers import executor_threads, unique_prefix, wait_until
 
 from priority_executor import PriorityExecutor
 
 TIMEOUT = 20.0
 SOAK = os.environ.get("PRIORITY_EXECUTOR_SOAK") == "1"
 SOAK_SECONDS = float(os.environ.get("PRIORITY_EXECUTOR_SOAK_SECONDS", "60"))
-
-_names = itertools.count()
-
-
-def unique_prefix(what: str) -> str:
-    return f"pe-soak-{what}-{next(_names)}"
-
-
-def executor_threads(prefix: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
-
-
-def wait_until(predicate: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.002)
-
 
 # -- the stress scenario ----------------------------------------------------------------------
 
@@ -309,7 +292,9 @@ def test_dropped_executors_leave_no_threads() -> None:
     gc.collect()
     assert [r for r in refs if r() is not None] == []
     assert not futures_wait(futures, timeout=TIMEOUT).not_done
-    wait_until(lambda: not executor_threads(prefix), "the dropped executors' threads to exit")
+    wait_until(
+        lambda: not executor_threads(prefix), TIMEOUT, what="the dropped executors' threads to exit"
+    )
 
 
 def test_a_finished_task_is_not_kept_alive_by_its_deadline() -> None:
