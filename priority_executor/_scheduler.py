@@ -444,10 +444,15 @@ def _inside_done_callback() -> bool:
     """Whether a future's done-callback is running in this thread, whoever completed it."""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code is _INVOKE_CALLBACKS:
+        if frame.f_code in _CALLBACK_CALLERS:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
 
-_INVOKE_CALLBACKS = Future._invoke_callbacks.__code__  # type: ignore[attr-defined]
+# A done-callback runs from _invoke_callbacks, or at once from add_done_callback() when the
+# future is already done.
+_CALLBACK_CALLERS = (
+    Future._invoke_callbacks.__code__,  # type: ignore[attr-defined]
+    Future.add_done_callback.__code__,
+)

@@ -554,3 +554,15 @@ def test_interpreter_exit_waits_for_a_far_delayed_task() -> None:
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+def test_shutdown_from_a_callback_added_to_a_done_future_does_not_wait() -> None:
+    ex = PriorityExecutor(1)
+    with blocked_worker(ex) as (release, _):
+        done = ex.submit(int)
+        done.cancel()
+        returned = threading.Event()
+        done.add_done_callback(lambda _: (ex.shutdown(wait=True), returned.set()))
+        assert returned.is_set(), "shutdown() from the callback waited for the pool"
+        release.set()
+    ex.shutdown(wait=True)
