@@ -25,6 +25,7 @@ from ._arguments import (
     due_time,
     seconds,
 )
+from ._backend import BackendArgument, RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._policies import Policy, PriorityFirst
 from ._recurring import Series
@@ -48,6 +49,7 @@ class PriorityExecutor(Executor):
     """
 
     _counter = itertools.count().__next__
+    _future_type: type[Future[Any]] = Future
 
     def __init__(
         self,
@@ -58,10 +60,13 @@ class PriorityExecutor(Executor):
         *,
         policy: Policy = _DEFAULT_POLICY,
         clock: ManualClock | None = None,
+        backend: BackendArgument = None,
     ) -> None:
         if max_workers is None:
-            # As ThreadPoolExecutor: at least 5 workers, at most 32, for I/O-bound work.
-            max_workers = min(32, (_cpu_count() or 1) + 4)
+            # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
+            # with a backend, as ProcessPoolExecutor's: one task in flight per CPU.
+            cpus = _cpu_count() or 1
+            max_workers = min(32, cpus + 4) if backend is None else cpus
         if max_workers <= 0:
             raise ValueError("max_workers must be greater than 0")
         if initializer is not None and not callable(initializer):
@@ -69,10 +74,13 @@ class PriorityExecutor(Executor):
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         self._clock: Clock = MonotonicClock() if clock is None else clock
+        self._backend = open_backend(backend, max_workers, initializer, initargs)
+        if self._backend is not None:
+            initializer = None  # it runs in the backend's workers, not in ours
+            self._future_type = RemoteFuture
         name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
-        self._scheduler = scheduler = Scheduler(
-            self._clock, policy, WorkerPool(max_workers, name_prefix, initializer, initargs)
-        )
+        workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
+        self._scheduler = scheduler = Scheduler(self._clock, policy, workers)
         _lifecycle.register(scheduler)
         finalizer = weakref.finalize(self, scheduler.shutdown, False, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
@@ -103,7 +111,7 @@ class PriorityExecutor(Executor):
             deadline = deadline_time(clock, now, due, expires)
         check_callable(fn)
         check_priority(priority)
-        future: Future[T] = Future()
+        future: Future[T] = self._future_type()
         scheduler = self._scheduler
         if deadline is None:
             task = Task(scheduler, fn, args, kwargs, future, priority, due)
@@ -187,6 +195,8 @@ class PriorityExecutor(Executor):
         self._scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
         if wait:
             self._scheduler.join()
+            if self._backend is not None:  # its last worker closed it, if it had any
+                self._backend.close()
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""

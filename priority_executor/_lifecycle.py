@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 _live: weakref.WeakSet[Scheduler] = weakref.WeakSet()
 _exiting = False
+_ahead_of_process_pools = False
 
 
 def register(scheduler: Scheduler) -> None:
@@ -44,6 +45,21 @@ def _at_exit() -> None:
         scheduler.shutdown(cancel_futures=scheduler.manual_time, reason=shutdown_reason())
     for scheduler in schedulers:
         scheduler.join()
+
+
+def exit_before_process_pools() -> None:
+    """Have the exit hook run before ``ProcessPoolExecutor``'s, which makes every process pool
+    refuse work: the tasks that an executor still runs at exit may need its backend.
+
+    Exit hooks run last registered first, and that pool registers its own when its module is
+    first imported: registering ours again after that import puts it ahead.
+    """
+    global _ahead_of_process_pools
+    if not _ahead_of_process_pools:
+        import concurrent.futures.process  # noqa: F401 (registers its hook, if not yet)
+
+        threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
+        _ahead_of_process_pools = True
 
 
 def _after_fork_in_child() -> None:

@@ -91,6 +91,10 @@ class Series:
         return f"<Series {self.fn!r} every {self.interval} s, {kind}>"
 
 
+def _call_here(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
 class SeriesRun(Task):
     """One run of a series. Its future is the series' future, which it never completes
     except with the exception of a failed run."""
@@ -105,14 +109,15 @@ class SeriesRun(Task):
         )  # fmt: skip
         self.series = series
 
-    def run(self, tally: list[int]) -> None:
+    def run(self, tally: list[int], call: Callable[..., Any] = _call_here) -> None:
+        """Run in a worker; ``call(fn, *args, **kwargs)`` makes the call, here or in a backend."""
         # cancel() on the series future is atomic: if it returned True before this check,
         # this run never starts; if after, this run was in progress and finishes.
         if self.future.cancelled():
             tally[VOID] += 1
             return
         try:
-            self.fn(*self.args, **self.kwargs)
+            call(self.fn, *self.args, **self.kwargs)
         except BaseException as exc:
             _LOGGER.error("Recurring task %r raised; its series ends", self.fn, exc_info=True)
             tally[FAILED] += 1

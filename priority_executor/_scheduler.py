@@ -18,13 +18,13 @@ every other thread that wants it sleep, and each of those then waits again for t
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import sys
 import threading
 from collections import deque
 from concurrent.futures import Future
-from concurrent.futures.thread import BrokenThreadPool
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -69,7 +69,7 @@ class Scheduler:
         self._counts = [0] * STATES
         self._series: set[Series] = set()  # live recurring series
         self._closed: str | None = None  # why submit() now raises
-        self._broken: str | None = None  # why, if an initializer failed
+        self._broken: BaseException | None = None  # why nothing can run any more
         self._promoter: threading.Thread | None = None
         self._promoter_wakeup = threading.Condition(self.lock)
         self._promoter_sleeps_until = -math.inf  # -inf while it is awake: nobody need wake it
@@ -97,7 +97,7 @@ class Scheduler:
     def _check_open(self) -> None:
         if self._closed is not None:
             if self._broken is not None:
-                raise BrokenThreadPool(self._broken)
+                raise _fresh(self._broken)
             raise RuntimeError(self._closed)
 
     def _take_back(self, task: Task) -> bool:
@@ -351,18 +351,20 @@ class Scheduler:
             self._discarded()
         _settle([(task, None) for task in dropped])
 
-    def break_pool(self, reason: str) -> None:
-        """An initializer failed: fail every waiting task, and every later submit."""
+    def break_pool(self, exc: BaseException) -> None:
+        """Nothing can run any more (an initializer failed, the backend broke): fail every
+        waiting task, and every later submit, with ``exc``."""
         with self.lock:
-            self._broken = reason
+            if self._broken is None:
+                self._broken = exc
             if self._closed is None:
-                self._closed = reason
+                self._closed = str(exc)
             failed = self._claim_waiting(FAILED)
             series = list(self._series)
             self._discarded()
-        _settle([(task, BrokenThreadPool(reason)) for task in failed])
+        _settle([(task, _fresh(exc)) for task in failed])
         for each in series:
-            each.fail(BrokenThreadPool(reason))
+            each.fail(_fresh(exc))
 
     def _claim_waiting(self, state: int) -> list[Task]:
         """Claim every waiting one-shot task (series end with their futures)."""
@@ -438,6 +440,14 @@ def _settle(claimed: Claimed) -> None:
             task.abandon()
         else:
             task.fail(exc)
+
+
+def _fresh(exc: BaseException) -> BaseException:
+    """A new exception like ``exc``, to raise in one more place: one instance raised from
+    many would collect all their tracebacks."""
+    fresh = copy.copy(exc)
+    fresh.__cause__ = exc.__cause__  # where the pool broke, if it said so
+    return fresh
 
 
 def _inside_done_callback() -> bool:

@@ -4,18 +4,21 @@ Workers start lazily, one per submission that finds no idle worker, up to ``max_
 as in ``ThreadPoolExecutor``. An idle worker parks on a lock of its own that the next
 submission releases: a waiting worker costs no CPU, and a submission wakes exactly one
 worker that is really asleep. ``idle`` is used without the scheduler's lock by submitters
-(``list.pop`` is atomic), under it by workers.
+(``list.pop`` is atomic), under it by workers. With a backend, each worker is an in-flight
+slot that hands its task over and waits for it (see ``_backend``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures.thread import BrokenThreadPool
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._task import STARTED, STATES
 
 if TYPE_CHECKING:
+    from ._backend import Backend
     from ._scheduler import Scheduler
 
 _LOGGER = logging.getLogger("concurrent.futures")
@@ -30,6 +33,7 @@ class WorkerPool:
         name_prefix: str,
         initializer: Callable[..., object] | None,
         initargs: tuple[Any, ...],
+        backend: Backend | None,
     ) -> None:
         self.max_workers = max_workers
         self.name_prefix = name_prefix
@@ -38,7 +42,9 @@ class WorkerPool:
         self.threads: list[threading.Thread] = []
         self.idle: list[threading.Lock] = []  # held locks: releasing one wakes its worker
         self.tallies: list[list[int]] = []  # per worker: how many of its tasks ended in each state
+        self.backend = backend
         self._spawning = threading.Lock()
+        self._alive = 0  # threads started and not yet exited
 
     def spawn_if_room(self, scheduler: Scheduler) -> None:
         """Start a worker, unless ``max_workers`` are running already."""
@@ -63,6 +69,7 @@ class WorkerPool:
                     raise
                 return
             self.threads.append(thread)
+            self._alive += 1
 
     def wake_all(self) -> None:
         idle = self.idle
@@ -80,15 +87,26 @@ class WorkerPool:
             except BaseException:
                 _LOGGER.critical("Exception in initializer:", exc_info=True)
                 scheduler.break_pool(
-                    "A thread initializer failed, the thread pool is not usable anymore"
+                    BrokenThreadPool(
+                        "A thread initializer failed, the thread pool is not usable anymore"
+                    )
                 )
                 return
+        backend = self.backend
         while True:
             task = scheduler.take(park)
             if task is None:
-                return
-            if task.state == STARTED:
-                task.run(tally)
-            else:  # its deadline passed while it waited
+                break
+            if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
+            elif backend is None:
+                task.run(tally)
+            else:
+                backend.run(task, tally)
             del task  # a finished task, and its result, must not live on while this worker sleeps
+        with self._spawning:
+            self._alive -= 1
+            last = not self._alive
+        if last and backend is not None:
+            # Workers exit once nothing waits to start: no task can reach the backend now.
+            backend.close()

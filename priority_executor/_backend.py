@@ -1,0 +1,163 @@
+"""Backends: ready tasks run on another executor, such as a process pool or a Dask cluster.
+
+Everything that decides which task runs, and when, stays in this process: both heaps, the
+promoter, the policy, deadlines and recurring series. Only the call moves. Each worker thread
+becomes an in-flight slot: it claims the best due task as always, hands the call to the
+backend, and waits for the backend's future before it claims another. So at most
+``max_workers`` tasks are in the backend at once, and priority is decided at the last
+moment: a backend with a queue of its own would run what it holds in submission order.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, wait
+from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
+
+from . import _lifecycle
+from ._recurring import SeriesRun
+from ._task import CANCELLED, COMPLETED, FAILED, Task
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+T = TypeVar("T")
+
+BackendArgument = Union[Executor, Literal["process"], None]
+
+
+class RemoteFuture(Future[T]):
+    """The future of a task for a backend. Once the task has been handed off, ``cancel()``
+    is forwarded: it is True only if the backend had not started the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Held across the hand-off, so that a cancel() comes either before it (and the task
+        # is never handed off) or after it (and is forwarded). Reentrant: cancel() runs the
+        # future's done-callbacks, which may cancel it again.
+        self._handoff = threading.RLock()
+        self._remote: Future[T] | None = None
+
+    def cancel(self) -> bool:
+        with self._handoff:
+            remote = self._remote
+            if remote is None:
+                return super().cancel()
+            if not remote.cancel():
+                return False
+            self._cancel_handed_off()
+            return True
+
+    def _cancel_handed_off(self) -> None:
+        """The backend's future was cancelled: cancel this one too, and report it to
+        ``wait()`` and ``as_completed()`` now. Under ``_handoff``."""
+        if not self.cancelled():
+            super().cancel()
+            # A process pool reports a cancelled call only when its queue reaches it.
+            self.set_running_or_notify_cancel()
+
+    def running(self) -> bool:
+        # This future stays pending while the backend runs the call, so that cancel() can
+        # still be forwarded: whether it runs is for the backend's future to say.
+        remote = self._remote
+        return remote is not None and remote.running() and not self.done()
+
+
+class Backend:
+    """The executor that runs the calls of one ``PriorityExecutor``'s tasks."""
+
+    def __init__(self, executor: Executor, owned: bool) -> None:
+        self.executor = executor
+        self._owned = owned  # created for a string shorthand: ours to shut down
+
+    def run(self, task: Task, tally: list[int]) -> None:
+        """Run a claimed task's call in the backend, from a worker thread that waits for it."""
+        if isinstance(task, SeriesRun):
+            # A series' future stays ours (cancelling it ends the series, not the run in
+            # progress): only the call goes to the backend.
+            task.run(tally, functools.partial(self._call, task.scheduler))
+            return
+        future, fn, args, kwargs = task._hand_over()
+        future = cast(RemoteFuture[Any], future)
+        with future._handoff:
+            if future.cancelled():  # cancelled between the claim and the hand-off
+                future.set_running_or_notify_cancel()
+                tally[CANCELLED] += 1
+                return
+            try:
+                remote = self.executor.submit(fn, *args, **kwargs)
+            except BaseException as exc:
+                remote = _failed(exc)
+            future._remote = remote
+        del fn, args, kwargs  # the backend has them; they must not live as long as the call
+        # Waiting here, rather than in a callback, keeps the slot taken until the call ends,
+        # and runs the future's callbacks in this thread, never in the backend's own.
+        wait((remote, future), return_when=FIRST_COMPLETED)
+        if remote.cancelled():  # by cancel(), or by whoever owns the backend
+            tally[CANCELLED] += 1
+            with future._handoff:
+                future._cancel_handed_off()
+            return
+        error = remote.exception()
+        if error is None:
+            tally[COMPLETED] += 1
+            future.set_result(remote.result())
+            return
+        tally[FAILED] += 1
+        if isinstance(error, BrokenExecutor):
+            # First: whoever sees this future fail finds later submits refused.
+            task.scheduler.break_pool(error)
+        future.set_exception(error)
+
+    def _call(self, scheduler: Scheduler, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one call of a recurring series in the backend; return or raise its outcome."""
+        try:
+            return self.executor.submit(fn, *args, **kwargs).result()
+        except BrokenExecutor as exc:
+            scheduler.break_pool(exc)
+            raise
+
+    def close(self) -> None:
+        """Shut down the backend if this executor created it. Called once no task can reach
+        it any more; safe to call again."""
+        if self._owned:
+            self.executor.shutdown(wait=True)
+
+
+def open_backend(
+    backend: BackendArgument,
+    max_workers: int,
+    initializer: Callable[..., object] | None,
+    initargs: tuple[Any, ...],
+) -> Backend | None:
+    """The ``backend`` argument of ``PriorityExecutor``, checked and made ready."""
+    if backend is None:
+        return None
+    if backend == "process":
+        from concurrent.futures import ProcessPoolExecutor
+
+        executor: Executor = ProcessPoolExecutor(max_workers, None, initializer, initargs)
+        owned = True
+    elif isinstance(backend, Executor):
+        if initializer is not None:
+            raise TypeError(
+                "initializer cannot be combined with a backend executor: the backend's "
+                "workers run the tasks, so give the initializer to the backend"
+            )
+        executor, owned = backend, False
+    elif isinstance(backend, str):
+        raise ValueError(f'backend must be "process" when it is a string, not {backend!r}')
+    else:
+        raise TypeError(
+            f'backend must be a concurrent.futures.Executor, "process" or None, not {backend!r}'
+        )
+    _lifecycle.exit_before_process_pools()
+    return Backend(executor, owned)
+
+
+def _failed(exc: BaseException) -> Future[Any]:
+    """A future already failed with ``exc``: a hand-off the backend refused."""
+    future: Future[Any] = Future()
+    future.set_exception(exc)
+    return future
