@@ -11,6 +11,7 @@ moment: a backend with a queue of its own would run what it holds in submission 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, wait
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
@@ -73,10 +74,11 @@ class Backend:
 
     def run(self, task: Task, tally: list[int]) -> None:
         """Run a claimed task's call in the backend, from a worker thread that waits for it."""
+        scheduler = task.scheduler
         if isinstance(task, SeriesRun):
             # A series' future stays ours (cancelling it ends the series, not the run in
             # progress): only the call goes to the backend.
-            task.run(tally, functools.partial(self._call, task.scheduler))
+            task.run(tally, functools.partial(self._call, scheduler))
             return
         future, fn, args, kwargs = task._hand_over()
         future = cast(RemoteFuture[Any], future)
@@ -85,36 +87,50 @@ class Backend:
                 future.set_running_or_notify_cancel()
                 tally[CANCELLED] += 1
                 return
-            try:
-                remote = self.executor.submit(fn, *args, **kwargs)
-            except BaseException as exc:
-                remote = _failed(exc)
-            future._remote = remote
+            remote = future._remote = self._submit(scheduler, fn, args, kwargs)
         del fn, args, kwargs  # the backend has them; they must not live as long as the call
         # Waiting here, rather than in a callback, keeps the slot taken until the call ends,
         # and runs the future's callbacks in this thread, never in the backend's own.
         wait((remote, future), return_when=FIRST_COMPLETED)
-        if remote.cancelled():  # by cancel(), or by whoever owns the backend
+        if remote.cancelled():  # by cancel(), or by the backend (its owner, a lost cluster)
             tally[CANCELLED] += 1
             with future._handoff:
                 future._cancel_handed_off()
             return
-        error = remote.exception()
-        if error is None:
-            tally[COMPLETED] += 1
-            future.set_result(remote.result())
+        try:
+            result = self._result(scheduler, remote)
+        except BaseException as exc:
+            tally[FAILED] += 1
+            future.set_exception(exc)
+            del future  # the traceback holds this frame, and the future holds the traceback
             return
-        tally[FAILED] += 1
-        if isinstance(error, BrokenExecutor):
-            # First: whoever sees this future fail finds later submits refused.
-            task.scheduler.break_pool(error)
-        future.set_exception(error)
+        tally[COMPLETED] += 1
+        future.set_result(result)
 
     def _call(self, scheduler: Scheduler, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run one call of a recurring series in the backend; return or raise its outcome."""
+        return self._result(scheduler, self._submit(scheduler, fn, args, kwargs))
+
+    def _submit(
+        self, scheduler: Scheduler, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+    ) -> Future[Any]:
+        """Hand a call over. A refusal becomes the call's outcome; one that every later call
+        would meet as well (the backend is broken or shut down) first breaks the executor."""
         try:
-            return self.executor.submit(fn, *args, **kwargs).result()
+            return self.executor.submit(fn, *args, **kwargs)
+        except BaseException as exc:
+            if _refuses_all(exc):
+                scheduler.break_pool(exc)
+            refused: Future[Any] = Future()
+            refused.set_exception(exc)
+            return refused
+
+    @staticmethod
+    def _result(scheduler: Scheduler, remote: Future[Any]) -> Any:
+        try:
+            return remote.result()
         except BrokenExecutor as exc:
+            # First: whoever sees this call fail finds later submits refused.
             scheduler.break_pool(exc)
             raise
 
@@ -156,8 +172,10 @@ def open_backend(
     return Backend(executor, owned)
 
 
-def _failed(exc: BaseException) -> Future[Any]:
-    """A future already failed with ``exc``: a hand-off the backend refused."""
-    future: Future[Any] = Future()
-    future.set_exception(exc)
-    return future
+def _refuses_all(exc: BaseException) -> bool:
+    """Whether a backend that refused a call with ``exc`` refuses every call from now on:
+    it is broken, shut down by its owner, or a Dask client that lost its cluster."""
+    if isinstance(exc, (BrokenExecutor, RuntimeError)):
+        return True
+    dask_client = sys.modules.get("distributed.client")  # no import: Dask is optional
+    return dask_client is not None and isinstance(exc, dask_client.ClosedClientError)

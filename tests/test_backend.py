@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import pytest
@@ -27,24 +28,30 @@ from priority_executor.testing import ManualClock
 DASK_TIMEOUT = 45.0
 
 
-@pytest.fixture(scope="module")  # stopped after this module: its threads allocate memory
-def dask_executor() -> Iterator[Executor]:
+@pytest.fixture(scope="module")
+def distributed() -> ModuleType:
     try:
         import distributed
     except ImportError:
         if os.environ.get("PRIORITY_EXECUTOR_REQUIRE_DASK"):  # CI: this run must not skip
             raise
         pytest.skip("the dask extra is not installed: pip install '.[dask]'")
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    return distributed
+
+
+def local_cluster(distributed: ModuleType, n_workers: int) -> Any:
+    return distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+
+
+@pytest.fixture(scope="module")  # stopped after this module: its threads allocate memory
+def dask_executor(distributed: ModuleType) -> Iterator[Executor]:
+    with local_cluster(distributed, 2) as cluster, distributed.Client(cluster) as client:
         # pure=False: Dask would otherwise run equal calls once and share their result.
         yield client.get_executor(pure=False)
 
@@ -272,6 +279,32 @@ def says_it_cannot_pickle(exc: BaseException | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def test_a_lost_dask_cluster_breaks_the_executor_and_nothing_hangs(
+    distributed: ModuleType, gate: Gate
+) -> None:
+    cluster = local_cluster(distributed, 1)
+    client = distributed.Client(cluster)
+    try:
+        with PriorityExecutor(1, backend=client.get_executor(pure=False)) as ex:
+            in_flight = ex.submit(*gate.block())
+            waiting = ex.submit(remote.square, 2)
+            gate.wait_started()
+            cluster.close()
+            # Dask reports the task it lost as cancelled; the next hand-off meets a closed
+            # client, which breaks the executor.
+            assert wait([in_flight], DASK_TIMEOUT).done == {in_flight}
+            assert in_flight.cancelled()
+            refusal = type(waiting.exception(DASK_TIMEOUT))
+            with pytest.raises(refusal):
+                ex.submit(remote.square, 3)
+        assert stats_fields(ex) == dict(
+            scheduled=0, ready=0, running=0, completed=0, failed=1, cancelled=1, expired=0
+        )
+    finally:
+        client.close()
+        cluster.close()
 
 
 def test_what_cannot_be_pickled_fails_only_its_own_future(backend: Executor) -> None:
