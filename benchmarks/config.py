@@ -22,6 +22,8 @@ class Sizes:
     submit_pending_small: int
     submit_pending_large: int
     submit_batch: int
+    cpu_tasks: int
+    cpu_task_seconds: float
 
 
 FULL = Sizes(
@@ -38,6 +40,8 @@ FULL = Sizes(
     submit_pending_small=10_000,
     submit_pending_large=1_000_000,
     submit_batch=10_000,
+    cpu_tasks=48,
+    cpu_task_seconds=0.02,
 )
 
 QUICK = Sizes(
@@ -54,6 +58,8 @@ QUICK = Sizes(
     submit_pending_small=500,
     submit_pending_large=50_000,
     submit_batch=1_000,
+    cpu_tasks=8,
+    cpu_task_seconds=0.015,
 )
 
 SEED = 20_240_601

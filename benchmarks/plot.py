@@ -24,6 +24,10 @@ COLORS = {
     "sched+pool": "tab:green",
     "APScheduler": "tab:purple",
     "Timer": "tab:brown",
+    "PE threads": "tab:cyan",
+    "PE process": "navy",
+    "PE Dask": "tab:pink",
+    "PPE": "tab:red",
 }
 LOG_SCALE_SPREAD = 30
 """Use a log scale when the largest median exceeds the smallest this many times."""

@@ -18,11 +18,12 @@ def noop() -> None:
     """The task that costs nothing, so that only the executor's own work is measured."""
 
 
-def priority_executor(max_workers: int) -> Executor:
-    """A PriorityExecutor; raises ImportError while the package is not written yet."""
+def priority_executor(max_workers: int, **options: Any) -> Executor:
+    """A PriorityExecutor with ``options`` (such as ``backend``); raises ImportError while the
+    package is not written yet."""
     from priority_executor import PriorityExecutor
 
-    executor: Executor = PriorityExecutor(max_workers=max_workers)
+    executor: Executor = PriorityExecutor(max_workers=max_workers, **options)
     return executor
 
 

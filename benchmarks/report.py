@@ -24,7 +24,7 @@ Result = tuple[Measure, Measurement]
 HEADER = ("measure", "PE", "TPE", "other anchors", "ratio", "target", "met?")
 VERDICTS = {True: "yes", False: "NO", None: "n/a"}
 """How ``Row.met`` reads; a row without a target reads "-" instead."""
-PACKAGES = ("priority_executor", "APScheduler", "matplotlib")
+PACKAGES = ("priority_executor", "APScheduler", "matplotlib", "distributed")
 
 
 def table(results: Sequence[Result]) -> str:

@@ -67,11 +67,3 @@ def remember(value: object) -> None:
 
 def remembered() -> object:
     return _value
-
-
-def busy(n: int) -> int:
-    """Pure-Python CPU work."""
-    total = 0
-    for i in range(n):
-        total += i * i % 7
-    return total

@@ -1,4 +1,4 @@
-"""The nine measures, in the order they run and are reported.
+"""The ten measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -17,6 +17,7 @@ from typing import Callable
 from benchmarks.config import Sizes
 from benchmarks.measures import (
     cancellation,
+    cpu,
     idle,
     latency,
     lateness,
@@ -77,6 +78,7 @@ MEASURES = (
     Measure(7, "idle", "idle CPU with far-future tasks", idle.run, idle.judge),
     Measure(8, "cancel", "submit + cancel, then gc", cancellation.run, cancellation.judge),
     Measure(9, "submit", "submit cost by backlog", submit_cost.run, submit_cost.judge),
+    Measure(10, "cpu", "CPU-bound work", cpu.run, cpu.judge),
 )
 
 
@@ -88,8 +90,8 @@ def select(names: Sequence[str]) -> list[Measure]:
     by_name = {name: m for m in MEASURES for name in (m.key, str(m.number))}
     unknown = [name for name in names if name not in by_name]
     if unknown:
-        known = ", ".join(m.key for m in MEASURES)
-        raise ValueError(f"unknown measure {', '.join(unknown)} (known: {known}, or 1-9)")
+        known = f"{', '.join(m.key for m in MEASURES)}, or 1-{len(MEASURES)}"
+        raise ValueError(f"unknown measure {', '.join(unknown)} (known: {known})")
     wanted = {by_name[name].number for name in names}
     return [m for m in MEASURES if not names or m.number in wanted]
 
