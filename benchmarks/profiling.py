@@ -1,8 +1,10 @@
 """``--profile``: measure 1 for PE under cProfile, every thread included, top functions by tottime.
 
-cProfile only sees the thread that enables it, and the executor's work is split between the
-submitting thread and the workers; so every thread started meanwhile gets a profiler of its
-own (through ``threading.setprofile``) and the statistics of all of them are merged.
+The executor's work is split between the submitting thread and the workers. Up to Python
+3.11, cProfile only sees the thread that enables it: so every thread started meanwhile gets
+a profiler of its own (through ``threading.setprofile``) and the statistics of all of them
+are merged. From 3.12, cProfile is built on ``sys.monitoring``, which sees every thread and
+allows one profiler at a time: one is enough.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from benchmarks.measures.throughput import WORKER_COUNTS, tasks_per_second, work
 from benchmarks.pools import PRIORITY_EXECUTOR
 
 TOP = 25
+SEES_EVERY_THREAD = sys.version_info >= (3, 12)
 
 
 class ThreadProfiles:
@@ -28,12 +31,14 @@ class ThreadProfiles:
         self.profiles: list[cProfile.Profile] = []
 
     def __enter__(self) -> ThreadProfiles:
-        threading.setprofile(self._profile_new_thread)
+        if not SEES_EVERY_THREAD:
+            threading.setprofile(self._profile_new_thread)
         self._start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        threading.setprofile(None)
+        if not SEES_EVERY_THREAD:
+            threading.setprofile(None)
         self.profiles[0].disable()
 
     def stats(self, stream: TextIO) -> pstats.Stats:
