@@ -30,7 +30,8 @@ BackendArgument = Union[Executor, Literal["process"], None]
 
 class RemoteFuture(Future[T]):
     """The future of a task for a backend. Once the task has been handed off, ``cancel()``
-    is forwarded: it is True only if the backend had not started the call."""
+    is forwarded to the backend's future, whose answer it returns (a process pool's: True
+    only while the call has not started)."""
 
     def __init__(self) -> None:
         super().__init__()
