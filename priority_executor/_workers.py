@@ -81,22 +81,33 @@ class WorkerPool:
         self.idle = []
 
     def _work(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
-        if self._initializer is not None:
-            try:
-                self._initializer(*self._initargs)
-            except BaseException:
-                _LOGGER.critical("Exception in initializer:", exc_info=True)
-                scheduler.break_pool(
-                    BrokenThreadPool(
-                        "A thread initializer failed, the thread pool is not usable anymore"
+        try:
+            if self._initializer is not None:
+                try:
+                    self._initializer(*self._initargs)
+                except BaseException:
+                    _LOGGER.critical("Exception in initializer:", exc_info=True)
+                    scheduler.break_pool(
+                        BrokenThreadPool(
+                            "A thread initializer failed, the thread pool is not usable anymore"
+                        )
                     )
-                )
-                return
+                    return
+            self._take_and_run(scheduler, park, tally)
+        finally:
+            with self._spawning:
+                self._alive -= 1
+                last = not self._alive
+            if last and self.backend is not None:
+                # Workers exit once nothing waits to start: no task can reach the backend now.
+                self.backend.close()
+
+    def _take_and_run(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
         backend = self.backend
         while True:
             task = scheduler.take(park)
             if task is None:
-                break
+                return
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
             elif backend is None:
@@ -104,9 +115,3 @@ class WorkerPool:
             else:
                 backend.run(task, tally)
             del task  # a finished task, and its result, must not live on while this worker sleeps
-        with self._spawning:
-            self._alive -= 1
-            last = not self._alive
-        if last and backend is not None:
-            # Workers exit once nothing waits to start: no task can reach the backend now.
-            backend.close()

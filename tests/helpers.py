@@ -18,12 +18,24 @@ from priority_executor import PriorityExecutor
 
 TIMEOUT = 10.0
 # Scripts write whole lines at once: print() writes its parts separately, and lines
-# printed by two threads at the same time could interleave.
+# printed by two threads at the same time could interleave. reap() waits for a forked
+# child, killing it if it outlives ``timeout``: its exit code, or None if it hung.
 SAY = """\
-import sys
+import os, signal, sys, time
 def say(*parts):
     sys.stdout.write(" ".join(map(str, parts)) + "\\n")
     sys.stdout.flush()
+def reap(pid, timeout=10):
+    end = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
 """
 
 

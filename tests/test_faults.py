@@ -23,7 +23,7 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable
 
 import pytest
-from helpers import executor_threads, unique_prefix, wait_until
+from helpers import executor_threads, run_script, unique_prefix, wait_until
 
 from priority_executor import PriorityExecutor, TaskInfo
 from priority_executor.testing import ManualClock
@@ -575,18 +575,10 @@ if pid == 0:
     print("child ok", flush=True)
     sys.exit(0)                                      # the normal exit path, with its handlers
 
-end = time.monotonic() + 10
-while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    if time.monotonic() > end:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        print("child hung", flush=True)
-        sys.exit(3)
-    time.sleep(0.01)
-code = os.waitstatus_to_exitcode(status)
+code = reap(pid)
+if code is None:
+    print("child hung", flush=True)
+    sys.exit(3)
 gate.set()
 assert running.result(timeout=5) is True
 assert delayed.result(timeout=5) == "late"
@@ -602,12 +594,7 @@ sys.exit(code)
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
 @pytest.mark.timeout(40)
 def test_fork_with_a_live_executor() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", FORK_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
+    proc = run_script(FORK_SCRIPT, timeout=20)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert "child ok" in proc.stdout
     assert "parent ok 0" in proc.stdout
