@@ -17,8 +17,8 @@ from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
 
 from . import _lifecycle
-from ._recurring import SeriesRun
-from ._task import CANCELLED, COMPLETED, FAILED, Task
+from ._recurring import RecurringTask
+from ._task import CANCELLED, COMPLETED, FAILED, OwnFuture, Task
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -28,7 +28,7 @@ T = TypeVar("T")
 BackendArgument = Union[Executor, Literal["process"], None]
 
 
-class RemoteFuture(Future[T]):
+class RemoteFuture(OwnFuture[T]):
     """The future of a task for a backend. Once the task has been handed off, ``cancel()``
     is forwarded to the backend's future, whose answer it returns (a process pool's: True
     only while the call has not started)."""
@@ -76,12 +76,12 @@ class Backend:
     def run(self, task: Task, tally: list[int]) -> None:
         """Run a claimed task's call in the backend, from a worker thread that waits for it."""
         scheduler = task.scheduler
-        if isinstance(task, SeriesRun):
+        if isinstance(task, RecurringTask):
             # A series' future stays ours (cancelling it ends the series, not the run in
             # progress): only the call goes to the backend.
             task.run(tally, functools.partial(self._call, scheduler))
             return
-        future, fn, args, kwargs = task._hand_over()
+        future, fn, args, kwargs = task.hand_over()
         future = cast(RemoteFuture[Any], future)
         with future._handoff:
             if future.cancelled():  # cancelled between the claim and the hand-off
@@ -108,7 +108,9 @@ class Backend:
         tally[COMPLETED] += 1
         future.set_result(result)
 
-    def _call(self, scheduler: Scheduler, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(
+        self, scheduler: Scheduler, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+    ) -> Any:
         """Run one call of a recurring series in the backend; return or raise its outcome."""
         return self._result(scheduler, self._submit(scheduler, fn, args, kwargs))
 
@@ -116,13 +118,13 @@ class Backend:
         self, scheduler: Scheduler, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
     ) -> Future[Any]:
         """Hand a call over. A refusal becomes the call's outcome; one that every later call
-        would meet as well (the backend is broken or shut down) first breaks the executor."""
+        would meet as well (the backend is broken or shut down) breaks the executor when the
+        outcome is read (see _result), outside the hand-off: breaking completes other
+        futures, whose callbacks may cancel this one."""
         try:
             return self.executor.submit(fn, *args, **kwargs)
         except BaseException as exc:
-            if _refuses_all(exc):
-                scheduler.break_pool(exc)
-            refused: Future[Any] = Future()
+            refused: Future[Any] = _Refused()
             refused.set_exception(exc)
             return refused
 
@@ -130,9 +132,12 @@ class Backend:
     def _result(scheduler: Scheduler, remote: Future[Any]) -> Any:
         try:
             return remote.result()
-        except BrokenExecutor as exc:
-            # First: whoever sees this call fail finds later submits refused.
-            scheduler.break_pool(exc)
+        except BaseException as exc:
+            if isinstance(exc, BrokenExecutor) or (
+                isinstance(remote, _Refused) and _refuses_all(exc)
+            ):
+                # First: whoever sees this call fail finds later submits refused.
+                scheduler.break_pool(exc)
             raise
 
     def close(self) -> None:
@@ -171,6 +176,10 @@ def open_backend(
         )
     _lifecycle.exit_before_process_pools()
     return Backend(executor, owned)
+
+
+class _Refused(Future[T]):
+    """The outcome of a call that the backend refused to take."""
 
 
 def _refuses_all(exc: BaseException) -> bool:

@@ -59,8 +59,7 @@ class ManualClock:
             raise ValueError(f"start must be finite, got {start!r}")
         self._now = float(start)
         self._wall_offset = time.time() - self._now
-        # advance() is serialised so that promotions happen in time order.
-        self._advancing = threading.Lock()
+        self._advancing = threading.Lock()  # two advances at once move time by both
         # Held strongly, as a promoter thread holds its scheduler: an executor dropped
         # without shutdown() still runs its delayed tasks when the clock reaches them.
         self._schedulers: set[Scheduler] = set()
@@ -80,8 +79,18 @@ class ManualClock:
             raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
         with self._advancing:
             self._now += seconds
-            for scheduler in list(self._schedulers):
+            schedulers = list(self._schedulers)
+        # Outside ``_advancing``: completing the futures of expired tasks runs their
+        # callbacks, and one may advance this clock again. Each executor's expired futures
+        # are complete before the next executor's promotion, whose policy may wait for them.
+        error = None
+        for scheduler in schedulers:
+            try:
                 scheduler.promote_due()
+            except BaseException as exc:  # a callback's: it stops no other executor
+                error = error or exc
+        if error is not None:
+            raise error
 
     def attach(self, scheduler: Scheduler) -> bool:
         self._schedulers.add(scheduler)

@@ -28,10 +28,10 @@ from ._arguments import (
 from ._backend import BackendArgument, RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._policies import Policy, PriorityFirst
-from ._recurring import Series
+from ._recurring import Recurrence, RecurringTask
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
-from ._task import ExpiringTask, Task
+from ._task import ExpiringTask, OwnFuture, Task
 from ._workers import WorkerPool
 
 T = TypeVar("T")
@@ -49,7 +49,7 @@ class PriorityExecutor(Executor):
     """
 
     _counter = itertools.count().__next__
-    _future_type: type[Future[Any]] = Future
+    _future_type: type[OwnFuture[Any]] = OwnFuture
 
     def __init__(
         self,
@@ -82,7 +82,9 @@ class PriorityExecutor(Executor):
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers)
         _lifecycle.register(scheduler)
-        finalizer = weakref.finalize(self, scheduler.shutdown, False, _lifecycle.shutdown_reason())
+        # Garbage collection may run it in any thread, even one that holds the scheduler's
+        # lock: it only asks the executor's own threads to shut it down.
+        finalizer = weakref.finalize(self, scheduler.request_shutdown, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
 
     def submit(  # type: ignore[override]
@@ -111,7 +113,7 @@ class PriorityExecutor(Executor):
             deadline = deadline_time(clock, now, due, expires)
         check_callable(fn)
         check_priority(priority)
-        future: Future[T] = self._future_type()
+        future: OwnFuture[T] = self._future_type()
         scheduler = self._scheduler
         if deadline is None:
             task = Task(scheduler, fn, args, kwargs, future, priority, due)
@@ -119,7 +121,6 @@ class PriorityExecutor(Executor):
             task = ExpiringTask(
                 scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
             )
-        future.add_done_callback(task)
         scheduler.add(task, due <= now)
         return future
 
@@ -151,13 +152,10 @@ class PriorityExecutor(Executor):
             raise TypeError(f"fixed_rate must be a bool, not {type(fixed_rate).__name__}")
         check_callable(fn)
         check_priority(priority)
-        future: Future[None] = Future()
-        series = Series(
-            self._scheduler, fn, args, kwargs, future,
-            priority=priority, first_due=due, interval=period, fixed_rate=fixed_rate,
-        )  # fmt: skip
-        future.add_done_callback(series)
-        self._scheduler.add(series.run, due <= now)
+        future: OwnFuture[None] = OwnFuture()
+        task = RecurringTask(self._scheduler, fn, args, kwargs, future, priority, due)
+        task.recurrence = Recurrence(due, period, fixed_rate)
+        self._scheduler.add(task, due <= now)
         return future
 
     def map(
@@ -193,10 +191,11 @@ class PriorityExecutor(Executor):
         ``wait``, return when they have: unless called from a task or a callback of this
         executor, which cannot wait for itself."""
         self._scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
-        if wait:
-            self._scheduler.join()
-            if self._backend is not None:  # its last worker closed it, if it had any
-                self._backend.close()
+        # A task or callback of this executor does not wait: then it is not for it to close
+        # the backend either, which the remaining tasks need. Else its last worker closed
+        # it, if it had any.
+        if wait and self._scheduler.join() and self._backend is not None:
+            self._backend.close()
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""
@@ -205,9 +204,13 @@ class PriorityExecutor(Executor):
 
 def _result_or_cancel(future: Future[T], timeout: float | None) -> T:
     try:
-        return future.result(timeout)
+        try:
+            return future.result(timeout)
+        finally:
+            future.cancel()
     finally:
-        future.cancel()
+        # The future holds the exception, whose traceback holds this frame: break the cycle.
+        del future
 
 
 __all__: list[str] = ["PriorityExecutor"]

@@ -63,7 +63,9 @@ def exit_before_process_pools() -> None:
 
 
 def _after_fork_in_child() -> None:
-    for scheduler in list(_live):
+    schedulers = list(_live)
+    _live.clear()  # the child's exit is not theirs to wait for, nor their series to cancel
+    for scheduler in schedulers:
         scheduler.after_fork_in_child()
 
 

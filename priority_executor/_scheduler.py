@@ -6,32 +6,40 @@
         └──────────── already due ──────────────────────┘
 
 One lock guards both heaps, the counts and every state change, so each claim (start,
-cancel, expiry, drop) is one atomic step. User code never runs under it, except a policy's
-``sort_key`` while a task is promoted; futures are completed after the lock is released,
-because completing a future runs its callbacks.
+cancel, expiry, drop) is one atomic step. A locked section only changes state: what must
+happen because of it (futures to complete, which runs their callbacks; a thread to start;
+the promoter to wake; user objects to let go of, which may run their ``__del__``) is
+collected in an ``Effects`` and applied once the lock is released (see ``_effects``).
 
 Due tasks reach the ready heap through the *intake*, a deque that submitters append to
 without the lock, and that a worker drains under it. A submitter that took the lock would
 convoy with the workers: under the GIL, a thread preempted while it holds the lock makes
 every other thread that wants it sleep, and each of those then waits again for the GIL.
-Workers keep out of that convoy too: a worker that finds another worker holding the lock
-parks instead of blocking on it (see _lock_for_worker()).
+
+Some callers cannot know who holds the lock: a future's done-callback (run from a signal
+handler or a ``__del__`` as well), the executor's GC finalizer. They never block on it: a
+cancellation is posted to ``_done`` and completed by whoever holds the lock next, when it
+releases it (``_release()``); the finalizer only raises a flag and wakes a thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import itertools
 import math
-import sys
 import threading
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
+from . import _effects, _threads
 from ._clock import Clock
+from ._effects import Effects
 from ._policies import Policy, key_function
+from ._promoter import Promoter
 from ._stats import ExecutorStats
 from ._task import (
     CANCELLED,
@@ -50,12 +58,7 @@ from ._task import (
 )
 
 if TYPE_CHECKING:
-    from ._recurring import Series
     from ._workers import WorkerPool
-
-# Tasks claimed under the lock whose futures are completed after it: (task, exception to
-# fail it with, or None to report it cancelled).
-Claimed = list[tuple[Task, Optional[BaseException]]]
 
 
 class Scheduler:
@@ -68,36 +71,68 @@ class Scheduler:
         self._intake: deque[tuple[Any, ...]] = deque()  # (*policy key, seq, task)
         self._ready: list[tuple[Any, ...]] = []  # a heap of the same
         self._timers: list[TimerEntry] = []  # tasks by due time, deadlines by deadline
+        self._deadlines = 0  # live deadline entries among the timers
         self._counts = [0] * STATES
-        self._series: set[Series] = set()  # live recurring series
+        self._recurring: set[Task] = set()  # tasks of live recurring series
+        self._done: deque[tuple[Task, bool]] = deque()  # see future_done()
         self._closed: str | None = None  # why submit() now raises
         self._broken: BaseException | None = None  # why nothing can run any more
-        self._promoter: threading.Thread | None = None
-        self._promoter_wakeup = threading.Condition(self.lock)
-        self._promoter_sleeps_until = -math.inf  # -inf while it is awake: nobody need wake it
+        self._shutdown_requested: str | None = None  # by the GC finalizer: see request_shutdown
         self._drained = threading.Event()  # set once closed with nothing left to start
-        # One entry per worker in take() that holds the lock or blocks on it, and so will
-        # wake a worker parked behind it (see _lock_for_worker).
-        self._handing: list[None] = []
+        self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
 
     # -- intake ------------------------------------------------------------------------------
 
     def add(self, task: Task, due_now: bool) -> None:
-        """Queue a new task, already due or not. Raises if the executor takes no more work."""
-        key = self._key_or_error(task) if due_now else None
-        if type(key) is tuple and task._deadline is None and task.series is None:
+        """Queue a new task, already due or not. If this raises (the executor takes no more
+        work, no thread could start, a policy raised ``KeyboardInterrupt``), nothing of the
+        task stays queued or counted."""
+        key = None
+        if due_now:
+            try:
+                key = self._key(task)
+            except Exception as exc:  # a broken policy fails this task, not the executor
+                self._fail_new(task, exc)
+                return
+        self._check_open()
+        workers = self.workers
+        if not workers.idle if due_now else not workers.threads:
+            # Before the task is queued: if no worker can start and none runs, this raises
+            # with nothing to take back. A delayed task needs one worker, started now:
+            # Python 3.12+ starts no thread at interpreter exit, when it may become due.
+            workers.start_worker(self)
+        if key is not None and type(task) is Task:
             # The common case: no lock (see the module docstring).
-            self._check_open()
             self._make_ready(task, key)
+            # After the append: shutdown closes intake before it looks at the intake for
+            # the last time, so either that look finds this task or this check finds it
+            # closed (then the task is taken back, unless a worker already started it).
             if self._closed is not None and self._take_back(task):
                 self._check_open()  # shutdown won the race: raise as if it had come first
             return
-        with self.lock:
+        if not self.manual_time:
+            self.promoter.start()  # likewise before the task is queued
+        effects = Effects()
+        self.lock.acquire()
+        try:
             self._check_open()
-            claimed = self._queue(task, key)
-        _settle(claimed)
+            self._queue(task, key, effects)
+        finally:
+            self._release()
+        self._apply(effects)
+
+    def _fail_new(self, task: Task, exc: Exception) -> None:
+        self.lock.acquire()
+        try:
+            self._check_open()
+            task.state = FAILED
+            self._counts[FAILED] += 1
+        finally:
+            self._release()
+        with _threads.acting_for(self):
+            task.fail(exc)
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -106,54 +141,82 @@ class Scheduler:
             raise RuntimeError(self._closed)
 
     def _take_back(self, task: Task) -> bool:
-        """Shutdown closed intake while ``task`` was being added without the lock. If no one
-        has drained it yet, the workers may already have exited: withdraw it."""
-        with self.lock:
-            if task.state != INTAKE:
-                return False  # a worker has it: it was accepted before shutdown finished
-            self._claim(task, VOID)
-            self._discarded()
-            return True
+        """Withdraw a task that shutdown's last look at the intake may have missed. False if
+        it stays accepted: a worker started it already (then shutdown waits for it), or the
+        pool broke (then it fails as every waiting task did, as in ``ThreadPoolExecutor``,
+        whose initializer may fail while the first task is queued)."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            taken_back = task.state <= READY
+            if taken_back:
+                if self._broken is not None:
+                    self._claim(task, FAILED)
+                    effects.later.append(functools.partial(_fail_fresh, task, self._broken))
+                    taken_back = False
+                else:
+                    self._claim(task, VOID)
+                self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+        return taken_back
 
-    def continue_series(self, series: Series) -> None:
-        """Queue the next run of a series whose run just ended, unless the series has ended."""
-        with self.lock:
-            if series not in self._series or self._closed is not None:
-                return  # cancelled or shut down: whoever ended it completes its future
-            now = self.clock.now()
-            run = series.next_run(now)
-            claimed = self._queue(run, self._key_or_error(run) if run.due <= now else None)
-        _settle(claimed)
+    def _queue(self, task: Task, key: Any, effects: Effects) -> None:
+        """Queue a task under the lock: to the workers if it is due, else to wait."""
+        if task.recurrence is not None:
+            self._recurring.add(task)
+        # The due time was computed from a time read before the lock: a ManualClock may have
+        # been advanced past it since, and that advance() did not see this task.
+        if key is None and task._when <= self.clock.now():
+            key = self._key_or_error(task)
+        if isinstance(key, BaseException):
+            # A new wait that fails at once (a series' run stays counted as started).
+            task.state = FAILED
+            self._counts[FAILED] += 1
+            effects.later.append(functools.partial(task.fail, key))
+            return
+        if key is None:
+            task.state = PENDING
+            self._counts[PENDING] += 1
+            self._push_timer(task, effects)
+        elif not self._make_ready(task, key):
+            effects.later.append(self._start_worker)
+        if task._expiry is not None:
+            self._deadlines += 1
+            self._push_timer(task._expiry, effects)
+
+    def run_ended(self, task: Task) -> None:
+        """A run of a recurring series ended: queue the next one, unless the series ended."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            if self._closed is None and not task.future.done():
+                now = self.clock.now()
+                recurrence = task.recurrence
+                assert recurrence is not None
+                task._when = due = recurrence.next_due(now)
+                task._seq = self.next_seq()
+                self._queue(task, self._key_or_error(task) if due <= now else None, effects)
+            elif task in self._recurring:
+                # Cancelled, failed or shut down: its future's callback, still to come, ends
+                # the series (see _end) and lets go of the task, which no run uses now.
+                task.state = VOID
+            else:
+                effects.drop.append(task.let_go())
+        finally:
+            self._release()
+        self._apply(effects)
 
     def _key_or_error(self, task: Task) -> Any:
         try:
             return self._key(task)
-        except BaseException as exc:  # a broken policy fails this task, not the executor
+        except BaseException as exc:  # here a broken policy fails its task, whatever it raised
             return exc
 
-    def _queue(self, task: Task, key: Any) -> Claimed:
-        """Queue a new task under the lock: to the workers if it has a key, else to wait."""
-        if task.series is not None:
-            self._series.add(task.series)
-        if isinstance(key, BaseException):
-            task.state = FAILED
-            self._counts[FAILED] += 1
-            return [(task, key)]
-        if key is None:
-            self._counts[PENDING] += 1
-            self._push_timer(task)
-            if not self.workers.threads:
-                # Python 3.12+ starts no thread at interpreter exit, when a delayed task may
-                # still become due: have a worker (parked until then) from now on.
-                self.workers.spawn_if_room(self)
-        else:
-            self._make_ready(task, key)
-        if task._expiry is not None:
-            self._push_timer(task._expiry)
-        return []
-
-    def _make_ready(self, task: Task, key: Any) -> None:
-        """Hand an uncounted due task to the workers; with or without the lock.
+    def _make_ready(self, task: Task, key: Any) -> bool:
+        """Hand an uncounted due task to the workers, with or without the lock. Returns
+        whether an idle worker was woken for it.
 
         A task in the intake is counted by the intake's length until a worker drains it.
         """
@@ -161,14 +224,7 @@ class Scheduler:
         self._intake.append((*key, task._seq, task))
         # After the append: a worker that finds the intake empty registers as idle first
         # and looks again (see take()), so one of the two always sees the other.
-        idle = self.workers.idle
-        if idle:
-            try:  # noqa: SIM105 (contextlib.suppress costs two Python calls on the hot path)
-                idle.pop().release()
-            except IndexError:
-                pass  # another submission woke the last idle worker first
-        else:
-            self.workers.spawn_if_room(self)
+        return self.workers.wake_one()
 
     def _drain_intake(self) -> None:
         intake, ready, counts = self._intake, self._ready, self._counts
@@ -187,85 +243,91 @@ class Scheduler:
         counts = self._counts
         return counts[READY] + counts[INTAKE] + len(self._intake)
 
-    def _push_timer(self, entry: TimerEntry) -> None:
+    def _push_timer(self, entry: TimerEntry, effects: Effects) -> None:
         heappush(self._timers, entry)
-        if self.manual_time:  # advance() promotes: no thread
-            return
-        if self._promoter is None:
-            self._promoter = threading.Thread(
-                name=f"{self.workers.name_prefix}_promoter", target=self.run_promoter
-            )
-            self._promoter.start()
-        elif entry._when < self._promoter_sleeps_until:
-            self._promoter_wakeup.notify()
+        if entry._when < self.promoter.sleeps_until:
+            effects.later.append(self.promoter.wake)
+
+    def _start_worker(self) -> None:
+        # A worker runs already (add() saw to it): one more that cannot start is no loss.
+        with contextlib.suppress(RuntimeError):
+            self.workers.start_worker(self)
 
     # -- promotion ---------------------------------------------------------------------------
 
     def promote_due(self) -> None:
-        """Move every task due by now into the ready heap and apply every passed deadline."""
-        with self.lock:
-            claimed = self._promote(self.clock.now())
-        _settle(claimed)
+        """Move every task due by now into the ready heap; expire every task whose deadline
+        passed."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            self._promote(self.clock.now(), effects)
+        finally:
+            self._release()
+        self._apply(effects)
 
-    def _promote(self, now: float) -> Claimed:
+    def promote_and_plan(self) -> float | None:
+        """The promoter's step: promote, then return when to promote next, or None when
+        the promoter may exit."""
+        if self._shutdown_requested is not None:
+            self.shutdown(False, self._shutdown_requested)
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            self._promote(self.clock.now(), effects)
+            timers = self._timers
+            while timers and not timers[0].live():
+                heappop(timers)
+            wake_at = timers[0]._when if timers else math.inf
+            self.promoter.sleeps_until = wake_at
+            done = self._finished()
+        finally:
+            self._release()
+        self._apply(effects)
+        return None if done else wake_at
+
+    def _promote(self, now: float, effects: Effects) -> None:
         timers = self._timers
-        claimed: Claimed = []
         while timers and timers[0]._when <= now:
             entry = heappop(timers)
             if isinstance(entry, Expiry):
                 task = entry.task
                 if task is not None:
                     self._claim(task, EXPIRED)
-                    claimed.append((task, None))
+                    effects.later.append(task.abandon)
             elif isinstance(entry, Task) and entry.state == PENDING:
                 key = self._key_or_error(entry)
                 if isinstance(key, BaseException):
                     self._claim(entry, FAILED)
-                    claimed.append((entry, key))
+                    effects.later.append(functools.partial(entry.fail, key))
                 else:
                     self._counts[PENDING] -= 1
-                    self._make_ready(entry, key)
-        if claimed:
-            self._discarded()
-        return claimed
+                    if not self._make_ready(entry, key):
+                        effects.later.append(self._start_worker)
+        if effects.later:
+            self._discarded(effects)
 
-    def run_promoter(self) -> None:
-        """The promoter thread: sleep until the next due time or deadline, then promote."""
-        lock = self.lock
-        with lock:
-            while not self._finished():
-                now = self.clock.now()
-                claimed = self._promote(now)
-                if claimed:
-                    lock.release()
-                    try:
-                        _settle(claimed)
-                    finally:
-                        lock.acquire()
-                    continue
-                timers = self._timers
-                if timers:
-                    self._promoter_sleeps_until = timers[0]._when
-                    self._promoter_wakeup.wait(timers[0]._when - now)
-                else:
-                    self._promoter_sleeps_until = math.inf
-                    self._promoter_wakeup.wait()
-                self._promoter_sleeps_until = -math.inf
+    def _apply(self, effects: Effects) -> None:
+        # Callbacks of this executor's futures run here: they must not wait for it.
+        with _threads.acting_for(self):
+            _effects.apply(effects)
 
     # -- workers -----------------------------------------------------------------------------
 
     def take(self, park: threading.Lock) -> Task | None:
-        """Claim the best due task for a worker, blocking on ``park`` while there is none.
+        """Claim the best due task for a worker, parking on ``park`` while there is none.
 
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
         """
         lock, intake, ready = self.lock, self._intake, self._ready
-        idle, handing = self.workers.idle, self._handing
+        workers = self.workers
+        idle, handing = workers.idle, workers.handing
         if lock.acquire(False):
             handing.append(None)
         else:
-            self._lock_for_worker(park)
+            workers.lock_for_worker(lock, park)
+        finished = False
         try:
             while True:
                 if intake:
@@ -281,144 +343,172 @@ class Scheduler:
                     else:
                         self._claim(task, STARTED)
                     return task
-                if self._finished():
-                    self._wind_down()
+                finished = self._finished()
+                if finished:
                     return None
+                if self._shutdown_requested is not None:
+                    handing.pop()
+                    self._release()
+                    try:
+                        self.shutdown(False, self._shutdown_requested)
+                    finally:
+                        workers.lock_for_worker(lock, park)
+                    continue
                 idle.append(park)
                 if intake:  # appended after the drain, perhaps without seeing us idle
-                    _withdraw(idle, park)
+                    workers.withdraw(park)
                     continue
                 # Workers parked behind this one are idle like it: there is nothing to take.
                 handing.pop()
-                lock.release()
+                self._release()
                 try:
                     park.acquire()
                 finally:
-                    self._lock_for_worker(park)
+                    workers.lock_for_worker(lock, park)
         finally:
             handing.pop()
             lock.release()
-            # Workers parked behind this one (see _lock_for_worker) rely on this look, made
-            # after the release: one of them takes over if there is something left to take.
-            if idle and (self._ready_count() or self._finished()):
-                try:  # noqa: SIM105 (as in _make_ready)
-                    idle.pop().release()
-                except IndexError:
-                    pass  # a submission woke the last parked worker first
-
-    def _lock_for_worker(self, park: threading.Lock) -> None:
-        """Take the lock for a worker in take(); while another worker has it, park instead.
-
-        A thread blocked on a lock is handed it while it does not hold the GIL, and then
-        holds the lock while it waits for the GIL: behind it every worker queues, and each
-        one that gets the lock costs a switch between threads (measured: 1.8 switches per
-        task with 4 workers, against 0.03 with parking). A parked worker holds nothing; each
-        worker counted in ``_handing`` wakes one parked worker after its release, if work is
-        left (see take()).
-        """
-        lock, idle, handing = self.lock, self.workers.idle, self._handing
-        while not lock.acquire(False):
-            idle.append(park)
-            # After the append: a worker in ``handing`` looks at ``idle`` only after its
-            # release, so either that look finds us or this attempt finds the lock free.
-            if lock.acquire(False):
-                _withdraw(idle, park)
-                break
-            if not handing:
-                # The holder is not a worker in take() (a submitter, cancel(), the promoter):
-                # it wakes no one when done, so wait for the lock itself, as the worker that
-                # the next ones park behind.
-                _withdraw(idle, park)
-                handing.append(None)
-                lock.acquire()
-                return
-            park.acquire()
-        handing.append(None)
+            if self._done:
+                self._flush_done()
+            # Workers parked behind this one (see WorkerPool.lock_for_worker) rely on this
+            # look, made after the release: one of them takes over if work is left to take.
+            if idle and (finished or self._ready_count()):
+                workers.wake_one()
+            if finished:
+                self._wind_down()
 
     def _claim(self, task: Task, state: int) -> None:
         """Take a waiting task out of the queue for good, into ``state``. Every race between
         start, cancel, expiry and shutdown is decided by which claim comes first."""
         counts = self._counts
-        counts[task.state] -= 1
+        was = task.state
+        counts[was] -= 1
         counts[state] += 1
         task.state = state
-        if task._expiry is not None:
-            task._expiry.task = None
+        expiry = task._expiry
+        if expiry is not None:
+            expiry.task = None  # a finished task, and its result, must not live until then
+            self._deadlines -= 1
+        elif was != PENDING:
+            return
+        # An entry of the pending heap died: compacting when at least half are dead costs
+        # O(1) per claim, amortised, and the promoter never wakes for a dead entry.
+        timers = self._timers
+        if len(timers) > 2 * (counts[PENDING] + self._deadlines):
+            timers[:] = [entry for entry in timers if entry.live()]
+            heapify(timers)
 
     # -- cancellation ------------------------------------------------------------------------
 
-    def cancel(self, task: Task) -> None:
-        """The user cancelled a waiting task's future: complete the cancellation now."""
-        with self.lock:
-            if task.state > READY:
-                return  # a worker or the deadline claimed it first and completes the future
-            self._claim(task, CANCELLED)
-            self._discarded()
-        _settle([(task, None)])
+    def future_done(self, task: Task, cancelled: bool) -> None:
+        """A task's future was completed by someone other than the scheduler: cancelled by
+        the user (a series' future also failed). Called from the future's done-callback, which
+        may run anywhere, even where this thread holds the lock (a signal handler, a
+        ``__del__``): so it never blocks on the lock. If the lock is taken, whoever holds it
+        completes the cancellation when it releases it."""
+        self._done.append((task, cancelled))
+        self._flush_done()
 
-    def end_series(self, series: Series, cancelled: bool) -> None:
-        """A series' future was cancelled or failed: its waiting run, if any, never starts."""
-        with self.lock:
-            self._series.discard(series)
-            run = series.run
-            if run.state <= READY:
-                # A failed series with a waiting run failed without running (a broken pool).
-                self._claim(run, CANCELLED if cancelled else FAILED)
-                self._discarded()
-            elif cancelled:
-                self._counts[CANCELLED] += 1  # its last run counts on its own when it ends
+    def _flush_done(self) -> None:
+        while self._done and self.lock.acquire(False):
+            effects = Effects()
+            try:
+                done = self._done
+                while done:
+                    task, cancelled = done.popleft()
+                    self._end(task, cancelled, effects)
+                self._discarded(effects)
+            finally:
+                self.lock.release()
+            self._apply(effects)
 
-    def _discarded(self) -> None:
+    def _release(self) -> None:
+        """Release the lock, then complete what was posted to ``_done`` while it was held."""
+        self.lock.release()
+        if self._done:
+            self._flush_done()
+
+    def _end(self, task: Task, cancelled: bool, effects: Effects) -> None:
+        waiting = task.state <= READY
+        if waiting:
+            self._claim(task, CANCELLED if cancelled else FAILED)
+        if task.recurrence is None:
+            if waiting and cancelled:
+                effects.later.append(task.abandon)  # reports it to wait(), as_completed()
+            return
+        self._recurring.discard(task)
+        if cancelled and not waiting:
+            self._counts[CANCELLED] += 1  # the series; its last run counts on its own
+        if task.state != STARTED:
+            effects.drop.append(task.let_go())  # else run_ended() does, once the run ends
+
+    def _discarded(self, effects: Effects) -> None:
         """Waiting tasks were claimed where they stood: reclaim their memory, maybe finish."""
-        counts = self._counts
-        ready, timers = self._ready, self._timers
+        ready = self._ready
         self._drain_intake()  # else busy workers leave claimed tasks there, and their memory
         # Compacting when at least half the entries are dead costs O(1) per claim, amortised.
-        if len(ready) > 2 * counts[READY]:
+        if len(ready) > 2 * self._counts[READY]:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
-        # A waiting task has at most two entries in the pending heap: itself and its deadline.
-        if len(timers) > 2 * (2 * counts[PENDING] + self._ready_count()):
-            timers[:] = [entry for entry in timers if entry.live()]
-            heapify(timers)
         if self._finished():
-            self._wind_down()
+            effects.finally_.append(self._wind_down)
 
     # -- shutdown ----------------------------------------------------------------------------
 
     def shutdown(self, cancel_futures: bool, reason: str) -> None:
-        with self.lock:
+        self._shutdown_requested = None
+        effects = Effects()
+        self.lock.acquire()
+        try:
             if self._closed is None:
                 self._closed = reason
-            series = list(self._series)
-        for each in series:
-            each.future.cancel()
-        with self.lock:
-            dropped = self._claim_waiting(CANCELLED) if cancel_futures else []
-            self._discarded()
-        _settle([(task, None) for task in dropped])
+            if cancel_futures:
+                for task in self._claim_waiting(CANCELLED):
+                    effects.later.append(task.abandon)
+            # Their done-callbacks end the series (see _end).
+            effects.later.extend(task.future.cancel for task in self._recurring)
+            self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+
+    def request_shutdown(self, reason: str) -> None:
+        """Shut down without waiting, from the executor's GC finalizer. That may run in any
+        thread, at any moment, even in one that holds the lock: so this only raises a flag
+        and wakes a thread of the executor, which shuts it down (as ``ThreadPoolExecutor``'s
+        finalizer only puts a wake-up on its queue)."""
+        self._shutdown_requested = reason
+        self.workers.wake_one()  # one that waits for work: an idle worker looks at the flag
+        self.promoter.wake()
 
     def break_pool(self, exc: BaseException) -> None:
         """Nothing can run any more (an initializer failed, the backend broke): fail every
         waiting task, and every later submit, with ``exc``."""
-        with self.lock:
+        effects = Effects()
+        self.lock.acquire()
+        try:
             if self._broken is None:
                 self._broken = exc
             if self._closed is None:
                 self._closed = str(exc)
-            failed = self._claim_waiting(FAILED)
-            series = list(self._series)
-            self._discarded()
-        _settle([(task, _fresh(exc)) for task in failed])
-        for each in series:
-            each.fail(_fresh(exc))
+            for task in self._claim_waiting(FAILED):
+                effects.later.append(functools.partial(_fail_fresh, task, exc))
+            # Their done-callbacks end the series (see _end).
+            effects.later.extend(
+                functools.partial(_fail_fresh, task, exc) for task in self._recurring
+            )
+            self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
 
     def _claim_waiting(self, state: int) -> list[Task]:
         """Claim every waiting one-shot task (series end with their futures)."""
         self._drain_intake()
         claimed = []
-        for entry in itertools.chain((entry[-1] for entry in self._ready), self._timers):
-            if isinstance(entry, Task) and entry.state <= READY and entry.series is None:
+        # A copy: each claim may compact the pending heap.
+        for entry in [*(entry[-1] for entry in self._ready), *self._timers]:
+            if isinstance(entry, Task) and entry.state <= READY and entry.recurrence is None:
                 self._claim(entry, state)
                 claimed.append(entry)
         return claimed
@@ -430,37 +520,44 @@ class Scheduler:
     def _wind_down(self) -> None:
         self._drained.set()
         self.clock.detach(self)
-        self.workers.wake_all()
-        self._promoter_wakeup.notify()
+        self.promoter.retire()
+        self.workers.retire()
 
-    def join(self) -> None:
+    def join(self) -> bool:
         """Wait until nothing waits to start and every thread has exited; unless called
-        from a task or a done-callback, which cannot wait for the work it is part of."""
-        threads = self.workers.threads
-        if threading.current_thread() in threads or _inside_done_callback():
-            return
+        from one of the executor's own threads (a task or a done-callback running there),
+        which cannot wait for the work it is part of. Returns whether it waited."""
+        if _threads.owned_by(self):
+            return False
         self._drained.wait()
-        if self._promoter is not None:
-            self._promoter.join()
-        joined = 0
-        while joined < len(threads):
-            threads[joined].join()
-            joined += 1
+        self.promoter.join()
+        self.workers.join()
+        return True
 
     def after_fork_in_child(self) -> None:
-        """In a forked child: the parent's threads are gone; this executor takes no work."""
+        """In a forked child: the parent's threads are gone, and its tasks are the parent's.
+        The executor takes no work and holds none, so that nothing of the parent's runs,
+        is cancelled or has its callbacks called here."""
         self.lock = threading.Lock()
-        self._promoter_wakeup = threading.Condition(self.lock)
-        self._promoter = None
+        self._closed = "cannot schedule new futures in a process forked from the executor's"
+        self._intake = deque()
+        self._ready = []
+        self._timers = []
+        self._recurring = set()
+        self._done = deque()
+        for state in (PENDING, INTAKE, READY):
+            self._counts[state] = 0
+        self.promoter = Promoter(self, self.promoter.name)
+        self.promoter.retire()
         self.workers.forget_threads()
         self._drained = threading.Event()
-        self._drained.set()  # its remaining tasks belong to the parent: nothing to wait for
-        self._closed = "cannot schedule new futures in a process forked from the executor's"
+        self._drained.set()
 
     # -- introspection -----------------------------------------------------------------------
 
     def stats(self) -> ExecutorStats:
-        with self.lock:
+        self.lock.acquire()
+        try:
             counts = list(self._counts)
             # A worker tallies how its tasks ended without the lock; counts[STARTED] is
             # every start, so a task ending between the two reads is simply still running.
@@ -469,6 +566,8 @@ class Scheduler:
                     counts[state] += n
                     counts[STARTED] -= n
             counts[READY] += counts[INTAKE] + len(self._intake)
+        finally:
+            self._release()
         return ExecutorStats(
             scheduled=counts[PENDING],
             ready=counts[READY],
@@ -480,44 +579,19 @@ class Scheduler:
         )
 
 
-def _settle(claimed: Claimed) -> None:
-    """Complete the futures of claimed tasks. Runs their callbacks: never under the lock."""
-    for task, exc in claimed:
-        if exc is None:
-            task.abandon()
-        else:
-            task.fail(exc)
+def _fail_fresh(task: Task, exc: BaseException) -> None:
+    task.fail(_fresh(exc))
 
 
 def _fresh(exc: BaseException) -> BaseException:
     """A new exception like ``exc``, to raise in one more place: one instance raised from
     many would collect all their tracebacks."""
-    fresh = copy.copy(exc)
+    try:
+        fresh = copy.copy(exc)
+    except Exception:
+        # Its __init__ does not take its own args: say what broke, and chain it.
+        fresh = BrokenExecutor(f"the executor cannot run tasks: {type(exc).__name__}")
+        fresh.__cause__ = exc
+        return fresh
     fresh.__cause__ = exc.__cause__  # where the pool broke, if it said so
     return fresh
-
-
-def _withdraw(idle: list[threading.Lock], park: threading.Lock) -> None:
-    """Take a worker's parking spot back out of ``idle``, where it did not sleep after all."""
-    try:
-        idle.remove(park)
-    except ValueError:
-        park.acquire()  # someone popped it to wake us, and releases it: take that back
-
-
-def _inside_done_callback() -> bool:
-    """Whether a future's done-callback is running in this thread, whoever completed it."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code in _CALLBACK_CALLERS:
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-# A done-callback runs from _invoke_callbacks, or at once from add_done_callback() when the
-# future is already done.
-_CALLBACK_CALLERS = (
-    Future._invoke_callbacks.__code__,  # type: ignore[attr-defined]
-    Future.add_done_callback.__code__,
-)

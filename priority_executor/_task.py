@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from . import _threads
 
 if TYPE_CHECKING:
-    from ._recurring import Series
+    from ._recurring import Recurrence
     from ._scheduler import Scheduler
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
@@ -31,6 +33,25 @@ VOID = 8  # never counted: a run that ended with its series, or a submit taken b
 STATES = 9
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
+
+T = TypeVar("T")
+
+
+class OwnFuture(Future[T]):
+    """The future of a task. The done-callbacks that ``cancel()`` and
+    ``add_done_callback()`` run in the caller's thread know that they run for the executor,
+    as those that its threads run do: so ``shutdown(wait=True)`` called from one does not
+    wait for the work it is part of."""
+
+    _owner: object = None  # the executor's scheduler
+
+    def cancel(self) -> bool:
+        with _threads.acting_for(self._owner):
+            return super().cancel()
+
+    def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:
+        with _threads.acting_for(self._owner):
+            super().add_done_callback(fn)
 
 
 class TimerEntry:
@@ -68,7 +89,7 @@ class Task(TimerEntry):
     )
     _deadline: float | None = None
     _expiry: Expiry | None = None
-    series: Series | None = None
+    recurrence: Recurrence | None = None  # set on the tasks of a recurring series
 
     def __init__(
         self,
@@ -76,7 +97,7 @@ class Task(TimerEntry):
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
-        future: Future[Any],
+        future: OwnFuture[Any],
         priority: int,
         due: float,
     ) -> None:
@@ -85,6 +106,9 @@ class Task(TimerEntry):
         self.args = args
         self.kwargs = kwargs or NO_KWARGS
         self.future = future
+        future._owner = scheduler
+        # Not the override, which is for the user's callbacks.
+        Future.add_done_callback(future, self)
         self._priority = priority
         self._when = due
         self._seq = scheduler.next_seq()
@@ -103,7 +127,7 @@ class Task(TimerEntry):
         # Only the user's cancel() completes a future whose task is still waiting; every
         # other completion happens after a claim, which moved the task out of those states.
         if self.state <= READY:
-            self.scheduler.cancel(self)
+            self.scheduler.future_done(self, future.cancelled())
 
     def run(self, tally: list[int]) -> None:
         """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.
@@ -111,7 +135,7 @@ class Task(TimerEntry):
         The count comes before the future completes: whoever sees the future done and
         then reads ``stats()`` finds the task counted.
         """
-        future, fn, args, kwargs = self._hand_over()
+        future, fn, args, kwargs = self.hand_over()
         if not future.set_running_or_notify_cancel():
             tally[CANCELLED] += 1  # cancelled between the claim and this line
             return
@@ -128,30 +152,42 @@ class Task(TimerEntry):
 
     def abandon(self) -> None:
         """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
-        future = self._hand_over()[0]
+        future = self.hand_over()[0]
         future.cancel()
         future.set_running_or_notify_cancel()
 
     def fail(self, exc: BaseException) -> None:
         """Fail the claimed task's future without running it."""
-        future = self._hand_over()[0]
-        try:
-            future.set_exception(exc)
-        except InvalidStateError:  # the user cancelled it after the claim
-            future.set_running_or_notify_cancel()
+        fail(self.hand_over()[0], exc)
 
-    def _hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
+    def hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
         """Give up everything the claimed task holds. Its future holds the task (as a
         done-callback): were the task to keep the future, each would be a reference cycle
         that only the garbage collector frees, and the call's arguments would live as long
         as the future."""
-        held = (self.future, self.fn, self.args, self.kwargs)
-        del self.future, self.fn, self.args, self.kwargs
+        future = self.future
+        del self.future
+        return (future, *self.let_go())
+
+    def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:
+        """Give up the call, which no run needs any more: the caller drops it when no lock
+        is held, as dropping may run a ``__del__``."""
+        held = (self.fn, self.args, self.kwargs)
+        del self.fn, self.args, self.kwargs
         return held
 
     def __repr__(self) -> str:
         name = getattr(getattr(self, "fn", None), "__qualname__", "(handed over)")
         return f"<Task {self._seq} {name} state={self.state}>"
+
+
+def fail(future: Future[Any], exc: BaseException) -> None:
+    """Fail a future that its owner has not set running, unless the user cancelled it
+    first: then report that cancellation instead."""
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:
+        future.set_running_or_notify_cancel()
 
 
 class ExpiringTask(Task):

@@ -1,0 +1,68 @@
+"""Supervised background threads: the executor's own threads, which nothing may end early.
+
+User code, done-callbacks and policies all run in these threads. ``Future`` catches only
+``Exception`` from a callback, so a callback that raises ``SystemExit`` would otherwise end
+the thread that completed the future, and with it every task that thread was to run. Such an
+exception is logged as ``ThreadPoolExecutor`` logs an exception escaping its worker, and the
+thread goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+LOGGER = logging.getLogger("concurrent.futures")
+
+_here = threading.local()
+
+
+def start(name: str, owner: object, target: Callable[..., object], *args: Any) -> threading.Thread:
+    """Start a thread of ``owner`` that runs ``target(*args)``.
+
+    Raises what ``Thread.start()`` raises (no thread is left behind then).
+    """
+    thread = threading.Thread(name=name, target=_run_as, args=(owner, target, args))
+    thread.start()
+    return thread
+
+
+def _run_as(owner: object, target: Callable[..., object], args: tuple[Any, ...]) -> None:
+    # Set by the thread itself before it runs anything: so it knows itself as the owner's
+    # even before whoever started it has listed it.
+    _here.owner = owner
+    target(*args)
+
+
+def serve(loop: Callable[..., object], *args: Any) -> None:
+    """Run ``loop(*args)`` until it returns, logging and restarting it if it raises."""
+    while True:
+        try:
+            loop(*args)
+            return
+        except BaseException:
+            LOGGER.critical("Exception in worker", exc_info=True)
+
+
+class acting_for:
+    """For the ``with`` block, the calling thread acts for ``owner``: it runs done-callbacks
+    of ``owner``'s futures (see ``owned_by``)."""
+
+    __slots__ = ("_outer", "_owner")
+
+    def __init__(self, owner: object) -> None:
+        self._owner = owner
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_here, "owner", None)
+        _here.owner = self._owner
+
+    def __exit__(self, *exc_info: object) -> None:
+        _here.owner = self._outer
+
+
+def owned_by(owner: object) -> bool:
+    """Whether the calling thread is one of ``owner``'s, or acts for it: a task or a
+    done-callback of ``owner``'s, which cannot wait for the work it is part of."""
+    return getattr(_here, "owner", None) is owner
