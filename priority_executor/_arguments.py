@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Union
 
 from ._clock import Clock
-
-Seconds = Union[int, float, datetime.timedelta]
-When = Union[Seconds, datetime.datetime]
 
 
 def check_priority(priority: object) -> int:

@@ -13,19 +13,18 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Callable, Literal, TypeVar
 
 from . import _lifecycle
 from ._arguments import (
-    Seconds,
-    When,
     check_callable,
     check_priority,
     deadline_time,
     due_time,
     seconds,
 )
-from ._backend import BackendArgument, RemoteFuture, open_backend
+from ._backend import RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._policies import Policy, PriorityFirst
 from ._recurring import Series
@@ -60,7 +59,7 @@ class PriorityExecutor(Executor):
         *,
         policy: Policy = _DEFAULT_POLICY,
         clock: ManualClock | None = None,
-        backend: BackendArgument = None,
+        backend: Executor | Literal["process"] | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -91,9 +90,9 @@ class PriorityExecutor(Executor):
         /,
         *args: Any,
         priority: int = 0,
-        delay: Seconds | None = None,
-        run_at: When | None = None,
-        expires: When | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
         **kwargs: Any,
     ) -> Future[T]:
         """Schedule ``fn(*args, **kwargs)``; return its future.
@@ -128,11 +127,11 @@ class PriorityExecutor(Executor):
         fn: Callable[..., object],
         /,
         *args: Any,
-        interval: Seconds,
+        interval: float | timedelta,
         fixed_rate: bool = False,
         priority: int = 0,
-        delay: Seconds | None = None,
-        run_at: When | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
         **kwargs: Any,
     ) -> Future[None]:
         """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
