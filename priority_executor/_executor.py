@@ -19,6 +19,8 @@ from typing import Any, Callable, Literal, TypeVar
 from . import _lifecycle
 from ._arguments import (
     check_callable,
+    check_int,
+    check_policy,
     check_priority,
     deadline_time,
     due_time,
@@ -66,10 +68,11 @@ class PriorityExecutor(Executor):
             # with a backend, as ProcessPoolExecutor's: one task in flight per CPU.
             cpus = _cpu_count() or 1
             max_workers = min(32, cpus + 4) if backend is None else cpus
-        if max_workers <= 0:
+        if check_int("max_workers", max_workers) <= 0:
             raise ValueError("max_workers must be greater than 0")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
+        check_policy(policy)
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         self._clock: Clock = MonotonicClock() if clock is None else clock
@@ -142,6 +145,13 @@ class PriorityExecutor(Executor):
         The future stays pending while the series lives; ``cancel()`` stops it (a run in
         progress finishes); a run that raises ends it with that exception.
         """
+        if "expires" in kwargs:
+            # Reserved as in submit(), so that code moved from there fails rather than
+            # handing fn a keyword it never expected.
+            raise TypeError(
+                "submit_recurring() got an unexpected keyword argument 'expires': a series has"
+                " no start deadline (pass a callee's own 'expires' through functools.partial)"
+            )
         clock = self._clock
         now = clock.now()
         due = due_time(clock, now, delay, run_at)
@@ -171,6 +181,8 @@ class PriorityExecutor(Executor):
 
         On a timeout or an early exit, the calls not yet returned are cancelled.
         """
+        check_callable(fn)
+        check_priority(priority)
         end_time = None if timeout is None else timeout + time.monotonic()
         futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
 

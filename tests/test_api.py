@@ -1,12 +1,72 @@
-"""Details of the public API: how the process pool that the executor creates starts its
-processes."""
+"""Details of the public API: what the constructor and ``map()`` refuse at the call,
+``ManualClock.advance()`` with a timedelta, and how the process pool that the executor
+creates starts its processes."""
 
 from __future__ import annotations
 
-import remote
-from helpers import TIMEOUT
+import datetime
+from collections.abc import Iterator
+from typing import Any
 
-from priority_executor import PriorityExecutor
+import pytest
+import remote
+from helpers import TIMEOUT, stats_fields
+
+from priority_executor import Fifo, PriorityExecutor
+from priority_executor.testing import ManualClock
+
+
+@pytest.mark.parametrize("max_workers", ["4", 4.0, True, [4]])
+def test_max_workers_of_another_type_is_a_type_error_naming_it(max_workers: Any) -> None:
+    with pytest.raises(TypeError, match="max_workers must be an int"):
+        PriorityExecutor(max_workers)
+
+
+def test_a_policy_class_instead_of_an_instance_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match=r"policy must be an instance such as Fifo\(\)"):
+        PriorityExecutor(policy=Fifo)
+
+
+@pytest.mark.parametrize("priority", [True, "high", 1.5, None])
+def test_map_refuses_a_bad_priority_before_submitting_anything(priority: Any) -> None:
+    taken: list[int] = []
+
+    def inputs() -> Iterator[int]:
+        for i in range(3):
+            taken.append(i)
+            yield i
+
+    with PriorityExecutor(1) as ex:
+        with pytest.raises(TypeError, match="priority must be an int"):
+            ex.map(str, inputs(), priority=priority)
+        assert taken == []
+    assert set(stats_fields(ex).values()) == {0}
+
+
+def test_map_refuses_a_non_callable_even_with_nothing_to_map() -> None:
+    with PriorityExecutor(1) as ex, pytest.raises(TypeError, match="fn must be callable"):
+        ex.map(42, [])
+
+
+def test_manual_clock_advances_by_a_timedelta() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        future = ex.submit(int, delay=datetime.timedelta(minutes=1))
+        clock.advance(datetime.timedelta(seconds=59))
+        assert clock.now() == 59 and not future.done()
+        clock.advance(datetime.timedelta(seconds=1))
+        assert future.result(TIMEOUT) == 0
+
+
+@pytest.mark.parametrize(
+    ("step", "error"),
+    [(datetime.timedelta(seconds=-1), ValueError), ("1", TypeError), (True, TypeError)],
+)
+def test_manual_clock_refuses_what_delay_refuses(step: Any, error: type[Exception]) -> None:
+    clock = ManualClock()
+    with pytest.raises(error, match="seconds"):
+        clock.advance(step)
+    assert clock.now() == 0
 
 
 def test_an_owned_process_pool_does_not_fork() -> None:
