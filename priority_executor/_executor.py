@@ -80,6 +80,10 @@ class PriorityExecutor(Executor):
         if self._backend is not None:
             initializer = None  # it runs in the backend's workers, not in ours
             self._future_type = RemoteFuture
+        # Read by clients that size their work to the pool, as ThreadPoolExecutor's is:
+        # dask's threaded scheduler keeps this many tasks in flight.
+        self._max_workers = max_workers
+        self._policy = policy
         name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers)
@@ -212,6 +216,13 @@ class PriorityExecutor(Executor):
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""
         return self._scheduler.stats()
+
+    def __repr__(self) -> str:
+        stats = self.stats()
+        return (
+            f"<{type(self).__name__} max_workers={self._max_workers} policy={self._policy!r}"
+            f" running={stats.running} ready={stats.ready} scheduled={stats.scheduled}>"
+        )
 
 
 def _result_or_cancel(future: Future[T], timeout: float | None) -> T:

@@ -1,19 +1,53 @@
-"""Details of the public API: what the constructor and ``map()`` refuse at the call,
-``ManualClock.advance()`` with a timedelta, and how the process pool that the executor
-creates starts its processes."""
+"""Details of the public API: the executor's repr, what the constructor and ``map()`` refuse
+at the call, ``ManualClock.advance()`` with a timedelta, what clients read from a pool they
+are given, and how the process pool that the executor creates starts its processes."""
 
 from __future__ import annotations
 
 import datetime
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import remote
-from helpers import TIMEOUT, stats_fields
+from helpers import TIMEOUT, blocked_worker, stats_fields
 
-from priority_executor import Fifo, PriorityExecutor
+from priority_executor import Fifo, PriorityExecutor, PriorityFirst
 from priority_executor.testing import ManualClock
+
+
+def test_repr_shows_size_policy_and_counts() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(2, policy=Fifo(), clock=clock) as ex:
+        assert repr(ex) == (
+            "<PriorityExecutor max_workers=2 policy=Fifo() running=0 ready=0 scheduled=0>"
+        )
+        with blocked_worker(ex) as (release, _):
+            ex.submit(int, delay=5)
+            assert repr(ex).endswith("running=1 ready=0 scheduled=1>")
+            release.set()
+        clock.advance(5)
+
+
+def test_repr_of_the_default_policy() -> None:
+    with PriorityExecutor(3) as ex:
+        assert f"max_workers=3 policy={PriorityFirst()!r} " in repr(ex)
+
+
+@pytest.mark.parametrize("max_workers", [4, None])
+def test_max_workers_is_readable_as_threadpoolexecutors_private_attribute(
+    max_workers: int | None,
+) -> None:
+    with PriorityExecutor(max_workers) as ex:
+        expected = max_workers or ThreadPoolExecutor()._max_workers
+        assert type(ex._max_workers) is int and ex._max_workers == expected
+        # As many tasks run at once as it says.
+        barrier = threading.Barrier(ex._max_workers + 1)
+        for _ in range(ex._max_workers):
+            ex.submit(barrier.wait, TIMEOUT)
+        barrier.wait(TIMEOUT)
 
 
 @pytest.mark.parametrize("max_workers", ["4", 4.0, True, [4]])
