@@ -14,7 +14,9 @@ import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal, TypeVar, overload
+
+from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
 
 from . import _lifecycle
 from ._arguments import (
@@ -36,6 +38,12 @@ from ._task import ExpiringTask, Task
 from ._workers import WorkerPool
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
+
 
 _DEFAULT_POLICY = PriorityFirst()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
@@ -91,16 +99,48 @@ class PriorityExecutor(Executor):
         finalizer = weakref.finalize(self, scheduler.shutdown, False, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
 
-    def submit(  # type: ignore[override]
+    # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
+    # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
+    # and **kwargs: P.kwargs, so with scheduling keywords the callee's positional arguments
+    # are checked through a TypeVarTuple, and its keywords go through functools.partial.
+    # Type checkers take a bool for an int, which the runtime refuses as a priority: the
+    # first overload, marked deprecated, is how a checker flags such a call (pyright strict
+    # does; mypy with its "deprecated" error code enabled). The literal message is repeated
+    # because mypy reads only a literal there.
+    @overload
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, priority: bool, **kwargs: Any
+    ) -> Future[T]: ...
+
+    @overload
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
+
+    @overload
+    def submit(
         self,
-        fn: Callable[..., T],
+        fn: Callable[[Unpack[Ts]], T],
         /,
-        *args: Any,
+        *args: Unpack[Ts],
         priority: int = 0,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         expires: float | timedelta | datetime | None = None,
-        **kwargs: Any,
+    ) -> Future[T]: ...
+
+    # mypy is right that the ParamSpec form lets a callee's own parameter named priority,
+    # delay, run_at or expires through, which this method takes for itself: those names are
+    # reserved, and reach a callee only through functools.partial.
+    def submit(  # type: ignore[misc]
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: object,
+        priority: int = 0,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+        **kwargs: object,
     ) -> Future[T]:
         """Schedule ``fn(*args, **kwargs)``; return its future.
 
@@ -129,17 +169,43 @@ class PriorityExecutor(Executor):
         scheduler.add(task, due <= now)
         return future
 
+    # Always with the scheduling keyword interval: see submit().
+    @overload
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
     def submit_recurring(
         self,
         fn: Callable[..., object],
         /,
         *args: Any,
         interval: float | timedelta,
+        priority: bool,
+        **kwargs: Any,
+    ) -> Future[None]: ...
+
+    @overload
+    def submit_recurring(
+        self,
+        fn: Callable[[Unpack[Ts]], object],
+        /,
+        *args: Unpack[Ts],
+        interval: float | timedelta,
         fixed_rate: bool = False,
         priority: int = 0,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
-        **kwargs: Any,
+    ) -> Future[None]: ...
+
+    def submit_recurring(
+        self,
+        fn: Callable[..., object],
+        /,
+        *args: object,
+        interval: float | timedelta,
+        fixed_rate: bool = False,
+        priority: int = 0,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        **kwargs: object,
     ) -> Future[None]:
         """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
 
@@ -172,6 +238,74 @@ class PriorityExecutor(Executor):
         future.add_done_callback(series)
         self._scheduler.add(series.run, due <= now)
         return future
+
+    # As typeshed types the builtin map(): fn is checked against up to three iterables. So a
+    # map() without iterables, which Executor.map() takes (and returns nothing for), is an
+    # error: the override is narrower.
+    @overload  # type: ignore[override]
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: bool,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A], T],
+        iterable: Iterable[A],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int = 0,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A, B], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int = 0,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A, B, C], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        iterable3: Iterable[C],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int = 0,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[..., T],
+        iterable1: Iterable[Any],
+        iterable2: Iterable[Any],
+        iterable3: Iterable[Any],
+        iterable4: Iterable[Any],
+        /,
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int = 0,
+    ) -> Iterator[T]: ...
 
     def map(
         self,
