@@ -44,7 +44,6 @@ C = TypeVar("C")
 P = ParamSpec("P")
 Ts = TypeVarTuple("Ts")
 
-
 _DEFAULT_POLICY = PriorityFirst()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
@@ -130,7 +129,8 @@ class PriorityExecutor(Executor):
 
     # mypy is right that the ParamSpec form lets a callee's own parameter named priority,
     # delay, run_at or expires through, which this method takes for itself: those names are
-    # reserved, and reach a callee only through functools.partial.
+    # reserved, and reach a callee only through functools.partial. (The callee's arguments
+    # are typed object, not Any, which mypy finds incompatible with the TypeVarTuple form.)
     def submit(  # type: ignore[misc]
         self,
         fn: Callable[..., T],
