@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Union
+from typing import TYPE_CHECKING
 
-from ._clock import Clock
+if TYPE_CHECKING:  # _clock imports this module
+    from ._clock import Clock
 
-Seconds = Union[int, float, datetime.timedelta]
-When = Union[Seconds, datetime.datetime]
+
+def check_int(name: str, value: object) -> int:
+    """An int; a bool is refused, as ``True`` given for a number is a mistake, not a 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value
 
 
 def check_priority(priority: object) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-    return priority
+    return check_int("priority", priority)
+
+
+def check_policy(policy: object) -> None:
+    # A policy class has a sort_key function too, which would only fail at the first task.
+    if isinstance(policy, type):
+        raise TypeError(
+            f"policy must be an instance such as {policy.__name__}(), not the class itself"
+        )
 
 
 def check_callable(fn: object, name: str = "fn") -> None:

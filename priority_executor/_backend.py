@@ -157,9 +157,14 @@ def open_backend(
     if backend is None:
         return None
     if backend == "process":
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        executor: Executor = ProcessPoolExecutor(max_workers, None, initializer, initargs)
+        # This process has threads (ours, at least): a child forked now could inherit a lock
+        # that one of them holds, and deadlock on it (Python 3.12+ warns of it).
+        safe = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        context = multiprocessing.get_context(safe)
+        executor: Executor = ProcessPoolExecutor(max_workers, context, initializer, initargs)
         owned = True
     elif isinstance(backend, Executor):
         if initializer is not None:

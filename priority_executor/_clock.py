@@ -6,10 +6,13 @@ gives the wall time, so that a ``run_at`` datetime can be turned into a point on
 
 from __future__ import annotations
 
+import datetime
 import math
 import threading
 import time
 from typing import TYPE_CHECKING, Protocol
+
+from . import _arguments
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -71,14 +74,12 @@ class ManualClock:
     def wall(self) -> float:
         return self._wall_offset + self._now
 
-    def advance(self, seconds: float) -> None:
-        """Move time forward and promote, in this thread, everything that became due."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise TypeError(f"seconds must be a number, not {type(seconds).__name__}")
-        if not (math.isfinite(seconds) and seconds >= 0):
-            raise ValueError(f"seconds must be finite and >= 0, got {seconds!r}")
+    def advance(self, seconds: float | datetime.timedelta) -> None:
+        """Move time forward by ``seconds`` (a number or a ``timedelta``, as ``delay``
+        takes) and promote, in this thread, everything that became due."""
+        step = _arguments.seconds("seconds", seconds)
         with self._advancing:
-            self._now += seconds
+            self._now += step
             schedulers = list(self._schedulers)
         # Outside ``_advancing``: completing the futures of expired tasks runs their
         # callbacks, and one may advance this clock again. Each executor's expired futures

@@ -8,6 +8,7 @@ not installed. The tasks live in ``remote.py``, which the other processes import
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,10 @@ from priority_executor.testing import ManualClock
 
 # A Dask worker that dies is noticed, restarted and its task rerun within seconds.
 DASK_TIMEOUT = 45.0
+# As for the pool that backend="process" creates: this process has threads, so no fork.
+START_METHOD = multiprocessing.get_context(
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +67,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Executor]:
     if request.param == "dask":
         yield request.getfixturevalue("dask_executor")
         return
-    pool = ProcessPoolExecutor(2)
+    pool = ProcessPoolExecutor(2, mp_context=START_METHOD)
     yield pool
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -179,7 +184,7 @@ class RecordingPool(ProcessPoolExecutor):
     """A process pool that remembers the futures it hands out, with their arguments."""
 
     def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers)
+        super().__init__(max_workers, mp_context=START_METHOD)
         self.handed: list[tuple[Future[Any], tuple[Any, ...]]] = []
         self._lock = threading.Lock()
 
@@ -230,7 +235,7 @@ def test_cancel_racing_hand_off_and_start_a_cancelled_task_never_runs(tmp_path: 
     # Cancels land before the claim, between claim and hand-off, in the pool's queue and
     # after the start: whichever step decides, True means the call never ran.
     paths = [str(tmp_path / f"ran-{i}") for i in range(300)]
-    pool = ProcessPoolExecutor(2)
+    pool = ProcessPoolExecutor(2, mp_context=START_METHOD)
     try:
         with PriorityExecutor(3, backend=pool) as ex:
             futures = [ex.submit(remote.touch, path) for path in paths]
@@ -395,7 +400,7 @@ def test_a_backend_that_is_not_an_executor_is_refused(backend: Any, error: type)
 
 
 def test_an_initializer_belongs_to_a_backend_passed_in() -> None:
-    pool = ProcessPoolExecutor(1)
+    pool = ProcessPoolExecutor(1, mp_context=START_METHOD)
     try:
         with pytest.raises(TypeError, match="initializer"):
             PriorityExecutor(backend=pool, initializer=remote.remember, initargs=(1,))

@@ -795,13 +795,14 @@ def test_bad_first_run_time(kwargs, exc, name) -> None:
 
 
 def test_recurring_has_no_expires() -> None:
-    """``expires`` is not a scheduling keyword of a series: it goes to the callee."""
+    """``expires`` is reserved as in ``submit()``; a series has none: a TypeError naming it."""
     clock = ManualClock()
     got: queue.Queue = queue.Queue()
     with PriorityExecutor(1, clock=clock) as ex:
-        series = ex.submit_recurring(lambda **kw: got.put(kw), interval=1, expires=5)
-        assert got.get(timeout=TIMEOUT) == {"expires": 5}
-        assert series.cancel()
+        with pytest.raises(TypeError, match="'expires'"):
+            ex.submit_recurring(lambda **kw: got.put(kw), interval=1, expires=5)
+        assert set(stats_fields(ex).values()) == {0}
+    assert got.empty()
 
 
 def assert_rejected(exc: type, name: str, kwargs: dict, fn=None) -> None:

@@ -1,0 +1,128 @@
+# mypy: enable-error-code="deprecated"
+"""Calls that type checkers must accept, with the types they infer, and calls they must reject.
+
+Checked, never run: ``mypy tests/typing_cases.py`` and ``pyright``, both strict as
+configured in pyproject.toml (CI runs both). Each rejected call carries one ignore comment
+per checker, naming the error it expects; both checkers report an ignore comment that is
+not needed (mypy: ``warn_unused_ignores``, part of strict; pyright:
+``reportUnnecessaryTypeIgnoreComment``, with mypy's ``type: ignore`` comments left to mypy),
+so a call that stops being an error fails the check, as does a failed ``assert_type``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from datetime import datetime, timedelta
+
+from typing_extensions import assert_type
+
+from priority_executor import Fifo, Priority, PriorityExecutor
+from priority_executor.testing import ManualClock
+
+
+def f(x: int) -> int:
+    return x
+
+
+def g(x: int, *, label: str) -> str:
+    return label * x
+
+
+def h() -> None:
+    pass
+
+
+def add(x: int, y: float) -> float:
+    return x + y
+
+
+def between(low: int, x: float, high: int) -> bool:
+    return low <= x <= high
+
+
+def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
+    # As ThreadPoolExecutor.submit: the callee's arguments, positional or by keyword.
+    assert_type(ex.submit(f, 1), Future[int])
+    assert_type(ex.submit(f, x=1), Future[int])
+    assert_type(ex.submit(g, 1, label="a"), Future[str])
+    assert_type(ex.submit(h), Future[None])
+    # Scheduling keywords, with positional arguments for the callee.
+    assert_type(ex.submit(f, 1, priority=Priority.HIGH), Future[int])
+    assert_type(ex.submit(f, 1, priority=-3, delay=1), Future[int])
+    assert_type(ex.submit(f, 1, delay=1.5, expires=10), Future[int])
+    assert_type(ex.submit(f, 1, delay=timedelta(seconds=1)), Future[int])
+    assert_type(ex.submit(f, 1, run_at=datetime(2030, 1, 1)), Future[int])
+    assert_type(ex.submit(f, 1, expires=timedelta(seconds=1)), Future[int])
+    assert_type(ex.submit(f, 1, expires=datetime(2030, 1, 1)), Future[int])
+    assert_type(ex.submit(h, priority=1), Future[None])
+    # Callee keywords with scheduling keywords: through functools.partial.
+    assert_type(ex.submit(functools.partial(g, label="a"), 1, priority=1), Future[str])
+
+    assert_type(ex.submit_recurring(f, 1, interval=60), Future[None])
+    assert_type(
+        ex.submit_recurring(
+            h, interval=timedelta(minutes=1), fixed_rate=True, priority=Priority.LOW, delay=5
+        ),
+        Future[None],
+    )
+    assert_type(ex.submit_recurring(h, interval=1, run_at=datetime(2030, 1, 1)), Future[None])
+    assert_type(ex.submit_recurring(functools.partial(g, label="a"), 1, interval=1), Future[None])
+
+    assert_type(ex.map(f, [1, 2]), Iterator[int])
+    assert_type(ex.map(f, range(3), timeout=5, priority=Priority.HIGH), Iterator[int])
+    assert_type(ex.map(add, [1], [2.5]), Iterator[float])
+    assert_type(ex.map(between, [1], [2.5], [3]), Iterator[bool])
+
+    clock.advance(1.5)
+    clock.advance(timedelta(seconds=1))
+
+
+def constructed() -> None:
+    with PriorityExecutor(4, "name", policy=Fifo(), clock=ManualClock()) as ex:
+        assert_type(ex, PriorityExecutor)
+    PriorityExecutor(backend="process")
+    PriorityExecutor(backend=ProcessPoolExecutor())
+
+
+def rejected(ex: PriorityExecutor) -> None:
+    # The issue's examples: each is an error for ThreadPoolExecutor.submit too.
+    ex.submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
+    ex.submit(f)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, 2)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(g, 1, label=3)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit(g, 1, labl="x")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    # The same with a scheduling keyword.
+    ex.submit(f, "a", priority=1)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, priority=1)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, 2, delay=1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    # A callee keyword beside a scheduling keyword: use functools.partial.
+    ex.submit(g, 1, label="a", priority=1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    # Scheduling keywords take what the runtime takes, and no more.
+    ex.submit(f, 1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
+    ex.submit(f, 1, priority="high")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, priority=1.5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, delay="1")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, delay=datetime(2030, 1, 1))  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, run_at=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, run_at=timedelta(seconds=5))  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, expires="soon")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+
+    ex.submit_recurring(f, interval=1)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, "a", interval=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+    ex.submit_recurring(f, 1, interval=1, expires=5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+    ex.submit_recurring(g, 1, interval=1, label="a")  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+    ex.submit_recurring(f, 1, interval=1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
+    ex.submit_recurring(f, 1, interval=None)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
+
+    ex.map(f, ["a"])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.map(f, [1], [2])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.map(f, [1], priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
+    ex.map(f, [1], priority="high")  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType, reportCallIssue]
+
+    PriorityExecutor("4")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(policy=Fifo)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(backend="thread")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ManualClock().advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
