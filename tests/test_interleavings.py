@@ -1,0 +1,169 @@
+"""Races forced both ways: each test pauses one side at the step that the race turns on.
+
+The pause is a hook on the scheduler (an instance attribute replaced for one executor, or
+its intake deque swapped for a subclass), never a sleep: the other side runs to completion
+while the first one waits, so each interleaving happens every time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import Future
+from contextlib import nullcontext
+from typing import Any, Callable
+
+import pytest
+from helpers import TIMEOUT, blocked_worker, in_thread, wait_until
+
+from priority_executor import PriorityExecutor
+from priority_executor.testing import ManualClock
+
+
+class Pause:
+    """A point where one thread waits, once, until the test lets it go on."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.go_on = threading.Event()
+        self._used = False
+
+    def __call__(self) -> None:
+        if self._used:
+            return
+        self._used = True
+        self.reached.set()
+        assert self.go_on.wait(TIMEOUT)
+
+
+def pause_after(fn: Callable[..., Any], pause: Pause) -> Callable[..., Any]:
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        pause()
+        return result
+
+    return paused
+
+
+def pause_before(fn: Callable[..., Any], pause: Pause) -> Callable[..., Any]:
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        pause()
+        return fn(*args, **kwargs)
+
+    return paused
+
+
+class PausingIntake(deque):  # type: ignore[type-arg]
+    """The intake deque, pausing the first submitter right after its append."""
+
+    def __init__(self, pause: Pause) -> None:
+        super().__init__()
+        self.pause = pause
+
+    def append(self, entry: Any) -> None:
+        super().append(entry)
+        self.pause()
+
+
+def submit_in_thread(ex: PriorityExecutor, fn: Callable[[], object]) -> dict[str, Any]:
+    outcome: dict[str, Any] = {}
+
+    def submit() -> None:
+        try:
+            outcome["future"] = ex.submit(fn)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    outcome["thread"] = in_thread(submit)
+    return outcome
+
+
+def shutdown_returns_after_what_it_accepted(outcome: dict[str, Any], log: list[str]) -> None:
+    """The promise: a submit that returned is waited for by shutdown(wait=True); one that
+    raised left nothing behind."""
+    outcome["thread"].join(TIMEOUT)
+    assert not outcome["thread"].is_alive()
+    if "future" in outcome:
+        future: Future[Any] = outcome["future"]
+        assert future.done() and future.result(timeout=0) is None
+        assert log == ["ran", "shutdown returned"]
+    else:
+        assert isinstance(outcome["error"], RuntimeError)
+        assert log == ["shutdown returned"]
+
+
+@pytest.mark.parametrize("workers", ["none yet", "one busy"])
+def test_submit_paused_after_its_open_check_while_shutdown_completes(workers: str) -> None:
+    """Shutdown first: it closes intake and returns while the submit waits between its
+    check that intake is open and queueing its task. The submit then raises, and its task
+    never runs, even when it finds room to start a worker."""
+    ex = PriorityExecutor(2)
+    log: list[str] = []
+    scheduler = ex._scheduler
+    pause = Pause()
+    with blocked_worker(ex) if workers == "one busy" else nullcontext() as blocker:
+        scheduler._check_open = pause_after(scheduler._check_open, pause)  # type: ignore[method-assign]
+        outcome = submit_in_thread(ex, lambda: log.append("ran"))
+        assert pause.reached.wait(TIMEOUT)
+        if blocker is not None:
+            blocker[0].set()
+        ex.shutdown(wait=True)
+        log.append("shutdown returned")
+        pause.go_on.set()
+        shutdown_returns_after_what_it_accepted(outcome, log)
+    assert "future" not in outcome
+    assert ex.stats().running == ex.stats().ready == 0
+
+
+def test_submit_paused_after_queueing_while_shutdown_closes() -> None:
+    """Shutdown second: the task is in the intake when shutdown closes it, and the submit
+    has not yet looked again. Either the submit takes its task back and raises, or a worker
+    started it, the submit returns, and shutdown(wait=True) waits for it."""
+    ex = PriorityExecutor(1)
+    assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
+    log: list[str] = []
+    pause = Pause()
+    ex._scheduler._intake = PausingIntake(pause)  # type: ignore[assignment]
+    outcome = submit_in_thread(ex, lambda: log.append("ran"))
+    assert pause.reached.wait(TIMEOUT)
+
+    def shutdown() -> None:
+        ex.shutdown(wait=True)
+        log.append("shutdown returned")
+
+    closing = in_thread(shutdown)
+    wait_until(lambda: ex._scheduler._closed is not None, what="shutdown to close intake")
+    pause.go_on.set()
+    closing.join(TIMEOUT)
+    assert not closing.is_alive()
+    shutdown_returns_after_what_it_accepted(outcome, log)
+
+
+def test_submit_paused_before_queueing_while_the_clock_advances_past_its_due_time() -> None:
+    """advance() first: the submit read the time before it and computed its due time from
+    it, so advance() never saw the task. When the submit returns, the task is due all the
+    same: it runs without another advance()."""
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        pause = Pause()
+        scheduler = ex._scheduler
+        scheduler.add = pause_before(scheduler.add, pause)  # type: ignore[method-assign]
+        ran = threading.Event()
+        outcome: dict[str, Any] = {}
+        submitter = in_thread(lambda: outcome.update(future=ex.submit(ran.set, delay=1)))
+        assert pause.reached.wait(TIMEOUT)
+        clock.advance(2)
+        pause.go_on.set()
+        submitter.join(TIMEOUT)
+        assert ran.wait(TIMEOUT), "a task due by the clock's time waits for the next advance()"
+        assert outcome["future"].result(timeout=TIMEOUT) is None
+
+
+def test_submit_queued_before_the_clock_advances_past_its_due_time() -> None:
+    """The submit first: advance() finds the task in the pending heap and promotes it."""
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        future = ex.submit(int, delay=1)
+        assert ex.stats().scheduled == 1
+        clock.advance(2)
+        assert future.result(timeout=TIMEOUT) == 0
