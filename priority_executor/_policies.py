@@ -42,10 +42,12 @@ class TaskInfo(Protocol):
 class Policy(Protocol):
     """Anything with ``sort_key(task) -> tuple`` is a policy.
 
-    The key is computed once, when the task becomes due, under the executor's internal
-    lock: it must be quick, must not depend on the current time, and must not call back
-    into the executor. It must be a tuple of real numbers (ints or floats, no NaN), so
-    that any two keys compare.
+    The key is computed once, when the task becomes due: in ``submit()``'s thread for a task
+    due at once (an ``Exception`` fails that task; ``KeyboardInterrupt`` and ``SystemExit``
+    propagate from ``submit()``, which then queues nothing), else under the executor's
+    internal lock (anything raised fails that task). It must be quick, must not depend on
+    the current time, and must not call back into the executor. It must be a tuple of real
+    numbers (ints or floats, no NaN), so that any two keys compare.
     """
 
     def sort_key(self, task: TaskInfo) -> SortKey: ...
