@@ -42,21 +42,33 @@ def seconds(name: str, value: object, *, positive: bool = False) -> float:
     """A duration in seconds: an int or float, or a ``timedelta``; finite and >= 0 (> 0)."""
     if isinstance(value, datetime.timedelta):
         result = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        result = float(value)
+    elif isinstance(value, float):
+        result = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            result = float(value)
+        except OverflowError:  # as out of range as an infinite float
+            result = math.inf
     else:
         raise TypeError(
             f"{name} must be a number of seconds or a timedelta, not {type(value).__name__}"
         )
     if not math.isfinite(result) or result < 0 or (positive and result == 0):
         bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+        shown = repr(value)
+        if len(shown) > 40:
+            shown = shown[:20] + "..."
+        raise ValueError(f"{name} must be finite and {bound}, got {shown}")
     return result
 
 
-def on_clock(clock: Clock, now: float, moment: datetime.datetime) -> float:
+def on_clock(clock: Clock, now: float, name: str, moment: datetime.datetime) -> float:
     """A datetime (naive means local time) as a time on ``clock``, read at ``now``."""
-    return now + (moment.timestamp() - clock.wall())
+    try:
+        timestamp = moment.timestamp()
+    except (OverflowError, ValueError, OSError) as exc:  # a naive time the OS cannot place
+        raise ValueError(f"{name} is out of the range of this platform's time: {exc}") from None
+    return now + (timestamp - clock.wall())
 
 
 def due_time(clock: Clock, now: float, delay: object, run_at: object) -> float:
@@ -67,7 +79,7 @@ def due_time(clock: Clock, now: float, delay: object, run_at: object) -> float:
         raise ValueError("delay and run_at cannot both be given")
     if not isinstance(run_at, datetime.datetime):
         raise TypeError(f"run_at must be a datetime.datetime, not {type(run_at).__name__}")
-    return on_clock(clock, now, run_at)
+    return on_clock(clock, now, "run_at", run_at)
 
 
 def deadline_time(clock: Clock, now: float, due: float, expires: object) -> float | None:
@@ -75,7 +87,7 @@ def deadline_time(clock: Clock, now: float, due: float, expires: object) -> floa
     if expires is None:
         return None
     if isinstance(expires, datetime.datetime):
-        deadline = on_clock(clock, now, expires)
+        deadline = on_clock(clock, now, "expires", expires)
     else:
         deadline = now + seconds("expires", expires)
     if deadline <= due:

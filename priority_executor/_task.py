@@ -153,8 +153,10 @@ class Task(TimerEntry):
     def abandon(self) -> None:
         """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
         future = self.hand_over()[0]
-        future.cancel()
-        future.set_running_or_notify_cancel()
+        try:
+            future.cancel()
+        finally:  # even if a callback raised SystemExit: cancel() set the state first
+            future.set_running_or_notify_cancel()
 
     def fail(self, exc: BaseException) -> None:
         """Fail the claimed task's future without running it."""
