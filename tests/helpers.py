@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import Callable
+from typing import Any, Callable
 
 from priority_executor import PriorityExecutor
 
@@ -111,3 +111,30 @@ def run_script(source: str, timeout: float = 30) -> subprocess.CompletedProcess[
         text=True,
         timeout=timeout,
     )
+
+
+# The name of the thread call_bounded() starts: a test's own thread, never the executor's.
+BOUNDED_CALL = "pe-test-bounded-call"
+
+
+def call_bounded(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
+    """Call ``fn`` in another thread; fail, instead of hanging, if it does not return."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=BOUNDED_CALL, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{what} hung"
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def shutdown_bounded(ex: PriorityExecutor, **kwargs: Any) -> None:
+    call_bounded(lambda: ex.shutdown(**kwargs), "shutdown()")

@@ -23,7 +23,15 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable
 
 import pytest
-from helpers import executor_threads, run_script, unique_prefix, wait_until
+from helpers import (
+    BOUNDED_CALL,
+    call_bounded,
+    executor_threads,
+    run_script,
+    shutdown_bounded,
+    unique_prefix,
+    wait_until,
+)
 
 from priority_executor import PriorityExecutor, TaskInfo
 from priority_executor.testing import ManualClock
@@ -33,29 +41,6 @@ TIMEOUT = 10.0  # bound of every wait below; reached only if something is broken
 
 def threads_exit(prefix: str) -> None:
     wait_until(lambda: not executor_threads(prefix), what=f"the threads of {prefix} to exit")
-
-
-def call_bounded(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    """Call ``fn`` in another thread; fail, instead of hanging, if it does not return."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="pe-faults-bounded-call", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{what} hung"
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
-
-
-def shutdown_bounded(ex: PriorityExecutor, **kwargs: Any) -> None:
-    call_bounded(lambda: ex.shutdown(**kwargs), "shutdown()")
 
 
 def still_works(ex: PriorityExecutor) -> None:
@@ -526,7 +511,7 @@ def test_shutdown_from_a_callback_run_in_the_callers_thread(trigger: str) -> Non
             shutdown_bounded(ex, wait=False, cancel_futures=True)
         else:
             assert call_bounded(target.cancel, "cancel() with a shutdown in a callback")
-        assert returned == ["pe-faults-bounded-call"]
+        assert returned == [BOUNDED_CALL]
         assert target.cancelled() and all(f.cancelled() for f in queued)
         with pytest.raises(RuntimeError):
             ex.submit(time.sleep, 0)

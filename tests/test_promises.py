@@ -26,11 +26,14 @@ from typing import Any, Callable
 import pytest
 import remote
 from helpers import (
+    BOUNDED_CALL,
     TIMEOUT,
     Boom,
     blocked_worker,
+    call_bounded,
     executor_threads,
     run_script,
+    shutdown_bounded,
     stats_fields,
     unique_prefix,
     wait_until,
@@ -43,29 +46,6 @@ from priority_executor.testing import ManualClock
 HANG_TIMEOUT = 10.0
 # Threads that the tests start themselves (never made to fail, see threads_cannot_start).
 OWN_THREADS = "pe-promises-"
-
-
-def call_bounded(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    """Call ``fn`` in another thread; fail, instead of hanging, if it does not return."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=OWN_THREADS + "bounded-call", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{what} hung"
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
-
-
-def shutdown_bounded(ex: PriorityExecutor, **kwargs: Any) -> None:
-    call_bounded(lambda: ex.shutdown(**kwargs), "shutdown()")
 
 
 def abandon(ex: PriorityExecutor) -> None:
@@ -221,7 +201,7 @@ def threads_cannot_start() -> Iterator[None]:
     real_start = threading.Thread.start
 
     def start(self: threading.Thread) -> None:
-        if self.name.startswith(OWN_THREADS):
+        if self.name.startswith(OWN_THREADS) or self.name == BOUNDED_CALL:
             real_start(self)
             return
         raise RuntimeError("can't start new thread")
