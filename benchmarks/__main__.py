@@ -6,10 +6,12 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks import plot, report
+from benchmarks.baseline import compared
 from benchmarks.config import FULL, QUICK
 from benchmarks.measures import MEASURES, perform_all, select
 from benchmarks.profiling import profile_throughput
@@ -41,6 +43,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--plot", type=Path, default=HERE / "results.png", help="where to draw the figures"
     )
     parser.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="REV",
+        help="also measure priority_executor as it was at git revision REV, as the contender "
+        "PE@REV, interleaved with the others in measures 1-3 (the others skip it); repeatable",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="instead: run measure 1 for PE under cProfile, print the top 25 by tottime",
@@ -60,11 +70,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"python -m benchmarks: {exc}", file=sys.stderr)
         return 2
-    started, clock = datetime.now(timezone.utc), time.perf_counter()
-    results = perform_all(measures, sizes)
-    seconds = time.perf_counter() - clock
+    with ExitStack() as stack:
+        baselines = {}
+        for rev in dict.fromkeys(args.baseline):
+            try:
+                baselines[rev] = stack.enter_context(compared(rev))
+            except ValueError as exc:
+                print(f"python -m benchmarks: --baseline {rev}: {exc}", file=sys.stderr)
+                return 2
+        started, clock = datetime.now(timezone.utc), time.perf_counter()
+        results = perform_all(measures, sizes)
+        seconds = time.perf_counter() - clock
     print(report.table(results))
     meta = report.environment(sizes, quick=args.quick, started=started, seconds=seconds)
+    if baselines:
+        meta["baselines"] = {f"PE@{rev}": commit for rev, commit in baselines.items()}
     report.write_json(args.json, results, meta)
     print(f"{seconds:.0f} s; figures written to {args.json}", file=sys.stderr)
     try:

@@ -86,7 +86,13 @@ class Pool:
 PRIORITY_EXECUTOR = Pool(PE, priority_executor)
 THREAD_POOL = Pool(TPE, ThreadPoolExecutor)
 FLOOR = Pool("floor", HandoffFloor)
-POOLS = (PRIORITY_EXECUTOR, THREAD_POOL, FLOOR)
+BASELINES: list[Pool] = []
+"""PriorityExecutor at earlier revisions (``--baseline REV``, see ``benchmarks.baseline``)."""
+
+
+def all_pools() -> tuple[Pool, ...]:
+    """Every contender for immediate work: PE, PE at each baseline revision, TPE, the floor."""
+    return (PRIORITY_EXECUTOR, *BASELINES, THREAD_POOL, FLOOR)
 
 
 @contextmanager

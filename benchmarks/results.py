@@ -14,6 +14,10 @@ Samples = dict[str, dict[str, list[float]]]
 PE = "PE"
 TPE = "TPE"
 """The two series that have a column of their own in the table; every other one is an anchor."""
+BASELINE = "PE@"
+"""How the series of PE at an earlier revision begin (``PE@e54e111``, from ``--baseline``)."""
+TOLERANCE = 0.05
+"""How much worse than at a baseline revision PE may be for its row to read "yes"."""
 
 
 @dataclass
@@ -91,6 +95,40 @@ def anchor_row(
         target=target or "-",
         met=judge(verdict, medians),
     )
+
+
+def baseline_rows(
+    measurement: Measurement, variant: str, *, label: str, higher_is_better: bool
+) -> list[Row]:
+    """A row per baseline revision of PE in ``variant``: PE's ratio to it, and its own to TPE.
+
+    The target is what a baseline is there to check: PE no more than TOLERANCE worse than it.
+    """
+    medians = measurement.medians(variant)
+    pe, tpe = medians.get(PE), medians.get(TPE)
+    rows = []
+    for name, old in medians.items():
+        if not name.startswith(BASELINE):
+            continue
+        if higher_is_better:
+            target = f"PE >= {1 - TOLERANCE:.2f}x {name}"
+            met = None if pe is None else pe >= (1 - TOLERANCE) * old
+        else:
+            target = f"PE <= {1 + TOLERANCE:.2f}x {name}"
+            met = None if pe is None else pe <= (1 + TOLERANCE) * old
+        versus_tpe = f" = {old / tpe:.2f}x {TPE}" if tpe else ""
+        rows.append(
+            Row(
+                measure=f"{label}, PE vs {name}",
+                pe=measurement.format(pe),
+                tpe=measurement.format(tpe),
+                others=f"{name} {measurement.format(old)}{versus_tpe}",
+                ratio=f"{pe / old:.2f}x {name}" if pe is not None and old else "n/a",
+                target=target,
+                met=met,
+            )
+        )
+    return rows
 
 
 def with_series(measurement: Measurement, names: Mapping[str, str]) -> Measurement:

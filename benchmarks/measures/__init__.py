@@ -25,7 +25,7 @@ from benchmarks.measures import (
     submit_cost,
     throughput,
 )
-from benchmarks.results import Measurement, Row, with_series
+from benchmarks.results import Measurement, Row
 from benchmarks.runner import Progress
 
 Run = Callable[[Sizes, Progress], Measurement]
@@ -55,7 +55,7 @@ MEASURES = (
         "no-op throughput",
         throughput.run,
         partial(throughput.judge, min_ratio=1.5),
-        partial(with_series, names=throughput.PLAIN_VIEW),
+        throughput.plain_view,
     ),
     Measure(
         2,
@@ -63,7 +63,7 @@ MEASURES = (
         "no-op throughput, random priorities",
         throughput.run,
         partial(throughput.judge, min_ratio=1.3),
-        partial(with_series, names=throughput.PRIORITIZED_VIEW),
+        throughput.prioritized_view,
     ),
     Measure(3, "latency", "start latency", latency.run, latency.judge),
     Measure(4, "lateness", "lateness", lateness.run_alone, lateness.judge_alone),

@@ -11,8 +11,8 @@ from concurrent.futures import Executor
 from functools import partial
 
 from benchmarks.config import Sizes
-from benchmarks.pools import POOLS, Pool, running
-from benchmarks.results import PE, TPE, Measurement, Row, anchor_row, percentile
+from benchmarks.pools import Pool, all_pools, running
+from benchmarks.results import PE, TPE, Measurement, Row, anchor_row, baseline_rows, percentile
 from benchmarks.runner import TIMEOUT, Progress, Trial, interleave
 
 WORKERS = 4
@@ -23,25 +23,33 @@ GAP = 0.0002
 def run(sizes: Sizes, progress: Progress) -> Measurement:
     """Time ``sizes.latency_samples`` lone tasks per contender and repetition."""
     samples = sizes.latency_samples
-    trials = [Trial(pool.name, pool.name, partial(start_latency, pool, samples)) for pool in POOLS]
+    trials = [
+        Trial(pool.name, pool.name, partial(start_latency, pool, samples)) for pool in all_pools()
+    ]
     figures, notes = interleave(trials, sizes.repetitions, progress)
     note = f"{samples:,} tasks one at a time, {GAP * 1e3:g} ms apart, {WORKERS} idle workers"
     return Measurement("µs", figures, [note, *notes])
 
 
 def judge(measurement: Measurement) -> list[Row]:
-    """PE must start a task no later than TPE, at the median and at the 99th percentile."""
-    return [
-        anchor_row(
-            measurement,
-            variant,
-            label=variant,
-            baseline=TPE,
-            target="PE <= TPE",
-            verdict=lambda medians: medians[PE] <= medians[TPE],
+    """PE must start a task no later than TPE, at the median and at the 99th percentile.
+
+    After each, a row per baseline revision: PE must start tasks within 5% as early as it.
+    """
+    rows = []
+    for variant in ("p50", "p99"):
+        rows.append(
+            anchor_row(
+                measurement,
+                variant,
+                label=variant,
+                baseline=TPE,
+                target="PE <= TPE",
+                verdict=lambda medians: medians[PE] <= medians[TPE],
+            )
         )
-        for variant in ("p50", "p99")
-    ]
+        rows += baseline_rows(measurement, variant, label=variant, higher_is_better=False)
+    return rows
 
 
 def start_latency(pool: Pool, samples: int) -> dict[str, float]:

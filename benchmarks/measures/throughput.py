@@ -6,7 +6,8 @@ replaces, and with the handoff floor, which no thread pool can beat.
 
 Both measures are one experiment: PE with plain submits (measure 1) and PE with random
 priorities (measure 2) are interleaved with the same TPE and floor runs, which get the same
-plain calls in either case. Each measure then views its own PE beside those.
+plain calls in either case. Each measure then views its own PE beside those. PE at a baseline
+revision (``--baseline``), if any, runs both ways too, and is viewed the same way.
 """
 
 from __future__ import annotations
@@ -18,8 +19,26 @@ from dataclasses import dataclass
 from functools import partial
 
 from benchmarks.config import SEED, Sizes
-from benchmarks.pools import FLOOR, PRIORITY_EXECUTOR, THREAD_POOL, Pool, Submit, noop, running
-from benchmarks.results import PE, TPE, Measurement, Row, anchor_row
+from benchmarks.pools import (
+    BASELINES,
+    FLOOR,
+    PRIORITY_EXECUTOR,
+    THREAD_POOL,
+    Pool,
+    Submit,
+    all_pools,
+    noop,
+    running,
+)
+from benchmarks.results import (
+    PE,
+    TPE,
+    Measurement,
+    Row,
+    anchor_row,
+    baseline_rows,
+    with_series,
+)
 from benchmarks.runner import Progress, Trial, interleave, wait_all
 
 WORKER_COUNTS = (1, 4)
@@ -36,17 +55,38 @@ class Contender:
     prioritized: bool = False
 
 
-PE_PRIORITIZED = "PE, random priorities"
-CONTENDERS = (
-    Contender(PE, PRIORITY_EXECUTOR),
-    Contender(PE_PRIORITIZED, PRIORITY_EXECUTOR, prioritized=True),
-    Contender(TPE, THREAD_POOL),
-    Contender(FLOOR.name, FLOOR),
-)
-PLAIN_VIEW = {PE: PE, TPE: TPE, FLOOR.name: FLOOR.name}
-"""Measure 1's series, by their name in the experiment."""
-PRIORITIZED_VIEW = {PE_PRIORITIZED: PE, TPE: TPE, FLOOR.name: FLOOR.name}
-"""Measure 2's series: the prioritized PE runs stand as PE."""
+def prioritized(series: str) -> str:
+    """The name of the prioritized runs of a PE series: ``"PE, random priorities"``."""
+    return f"{series}, random priorities"
+
+
+def contenders() -> list[Contender]:
+    """PE and each baseline revision of it, plain and prioritized; then TPE and the floor."""
+    executors = (PRIORITY_EXECUTOR, *BASELINES)
+    return [
+        *(
+            contender
+            for pool in executors
+            for contender in (
+                Contender(pool.name, pool),
+                Contender(prioritized(pool.name), pool, prioritized=True),
+            )
+        ),
+        Contender(TPE, THREAD_POOL),
+        Contender(FLOOR.name, FLOOR),
+    ]
+
+
+def plain_view(measurement: Measurement) -> Measurement:
+    """Measure 1's series: every pool's plain runs, under its own name."""
+    return with_series(measurement, {pool.name: pool.name for pool in all_pools()})
+
+
+def prioritized_view(measurement: Measurement) -> Measurement:
+    """Measure 2's series: prioritized runs of PE and its baselines stand as their plain ones."""
+    executors = (PRIORITY_EXECUTOR, *BASELINES)
+    names = {prioritized(pool.name): pool.name for pool in executors}
+    return with_series(measurement, {**names, TPE: TPE, FLOOR.name: FLOOR.name})
 
 
 def run(sizes: Sizes, progress: Progress) -> Measurement:
@@ -67,7 +107,7 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
             ),
         )
         for workers in WORKER_COUNTS
-        for contender in CONTENDERS
+        for contender in contenders()
     ]
     samples, notes = interleave(trials, sizes.repetitions, progress)
     note = (
@@ -77,18 +117,25 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
 
 
 def judge(measurement: Measurement, *, min_ratio: float) -> list[Row]:
-    """One row per worker count: PE must reach ``min_ratio`` times TPE's throughput."""
-    return [
-        anchor_row(
-            measurement,
-            workers_label(workers),
-            label=workers_label(workers),
-            baseline=TPE,
-            target=f"PE >= {min_ratio}x TPE",
-            verdict=lambda medians: medians[PE] >= min_ratio * medians[TPE],
+    """One row per worker count: PE must reach ``min_ratio`` times TPE's throughput.
+
+    After each, a row per baseline revision: PE must keep its throughput, within 5%.
+    """
+    rows = []
+    for workers in WORKER_COUNTS:
+        label = workers_label(workers)
+        rows.append(
+            anchor_row(
+                measurement,
+                label,
+                label=label,
+                baseline=TPE,
+                target=f"PE >= {min_ratio}x TPE",
+                verdict=lambda medians: medians[PE] >= min_ratio * medians[TPE],
+            )
         )
-        for workers in WORKER_COUNTS
-    ]
+        rows += baseline_rows(measurement, label, label=label, higher_is_better=True)
+    return rows
 
 
 def tasks_per_second(
