@@ -157,8 +157,9 @@ class PriorityExecutor(Executor):
         else:
             due = due_time(clock, now, delay, run_at)
             deadline = deadline_time(clock, now, due, expires)
-        check_callable(fn)
-        check_priority(priority)
+        if not callable(fn) or type(priority) is not int:  # one test on the common path
+            check_callable(fn)
+            check_priority(priority)
         future: OwnFuture[T] = self._future_type()
         scheduler = self._scheduler
         if deadline is None:

@@ -96,7 +96,8 @@ class Scheduler:
             except Exception as exc:  # a broken policy fails this task, not the executor
                 self._fail_new(task, exc)
                 return
-        self._check_open()
+        if self._closed is not None:
+            self._check_open()
         workers = self.workers
         if not workers.idle if due_now else not workers.threads:
             # Before the task is queued: if no worker can start and none runs, this raises
@@ -224,7 +225,7 @@ class Scheduler:
         self._intake.append((*key, task._seq, task))
         # After the append: a worker that finds the intake empty registers as idle first
         # and looks again (see take()), so one of the two always sees the other.
-        return self.workers.wake_one()
+        return bool(self.workers.idle) and self.workers.wake_one()
 
     def _drain_intake(self) -> None:
         intake, ready, counts = self._intake, self._ready, self._counts

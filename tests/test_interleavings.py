@@ -36,15 +36,6 @@ class Pause:
         assert self.go_on.wait(TIMEOUT)
 
 
-def pause_after(fn: Callable[..., Any], pause: Pause) -> Callable[..., Any]:
-    def paused(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        pause()
-        return result
-
-    return paused
-
-
 def pause_before(fn: Callable[..., Any], pause: Pause) -> Callable[..., Any]:
     def paused(*args: Any, **kwargs: Any) -> Any:
         pause()
@@ -95,14 +86,16 @@ def shutdown_returns_after_what_it_accepted(outcome: dict[str, Any], log: list[s
 @pytest.mark.parametrize("workers", ["none yet", "one busy"])
 def test_submit_paused_after_its_open_check_while_shutdown_completes(workers: str) -> None:
     """Shutdown first: it closes intake and returns while the submit waits between its
-    check that intake is open and queueing its task. The submit then raises, and its task
-    never runs, even when it finds room to start a worker."""
+    check that intake is open and queueing its task (where it starts a worker). The submit
+    then raises, and its task never runs, even though it found room to start a worker."""
     ex = PriorityExecutor(2)
     log: list[str] = []
     scheduler = ex._scheduler
     pause = Pause()
     with blocked_worker(ex) if workers == "one busy" else nullcontext() as blocker:
-        scheduler._check_open = pause_after(scheduler._check_open, pause)  # type: ignore[method-assign]
+        # Found no idle worker, so about to start one before it queues its task.
+        workers = scheduler.workers
+        workers.start_worker = pause_before(workers.start_worker, pause)  # type: ignore[method-assign]
         outcome = submit_in_thread(ex, lambda: log.append("ran"))
         assert pause.reached.wait(TIMEOUT)
         if blocker is not None:
