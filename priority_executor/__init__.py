@@ -4,6 +4,7 @@ deadlines and recurring tasks."""
 from ._executor import PriorityExecutor
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._stats import ExecutorStats
+from ._waiting import WaitingTask
 
 __all__ = [
     "Aging",
@@ -15,5 +16,6 @@ __all__ = [
     "PriorityExecutor",
     "PriorityFirst",
     "TaskInfo",
+    "WaitingTask",
 ]
 __version__ = "0.1.0"

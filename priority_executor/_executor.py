@@ -35,6 +35,7 @@ from ._recurring import Recurrence, RecurringTask
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._task import ExpiringTask, OwnFuture, Task
+from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
 T = TypeVar("T")
@@ -350,6 +351,12 @@ class PriorityExecutor(Executor):
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""
         return self._scheduler.stats()
+
+    def waiting(self) -> list[WaitingTask]:
+        """A consistent snapshot of every task not started yet: the due ones first, in the
+        order workers would start them, then the others by due time. For debugging and
+        dashboards: O(n log n) under the scheduler's lock, not for hot paths."""
+        return self._scheduler.waiting()
 
     def __repr__(self) -> str:
         stats = self.stats()

@@ -33,7 +33,7 @@ import threading
 from collections import deque
 from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _effects, _threads
 from ._clock import Clock
@@ -56,6 +56,7 @@ from ._task import (
     Task,
     TimerEntry,
 )
+from ._waiting import WaitingTask
 
 if TYPE_CHECKING:
     from ._workers import WorkerPool
@@ -578,6 +579,40 @@ class Scheduler:
             cancelled=counts[CANCELLED],
             expired=counts[EXPIRED],
         )
+
+    def waiting(self) -> list[WaitingTask]:
+        """Every task not started yet, in one snapshot taken under the lock: the due ones
+        in the order workers would take them, then the others by due time."""
+        self.lock.acquire()
+        try:
+            now = self.clock.now()
+            self._drain_intake()  # as a worker would: the intake's tasks are due
+            # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
+            ready = sorted(e for e in self._ready if e[-1].state == READY and e[-2] == e[-1]._seq)
+            seen: set[int] = set()
+            pending: list[Task] = []
+            for entry in self._timers:
+                if isinstance(entry, Task) and entry.state == PENDING and id(entry) not in seen:
+                    seen.add(id(entry))
+                    pending.append(entry)
+            pending.sort()
+            snapshot = [_waiting_task(e[-1], "ready", now) for e in ready]
+            snapshot += [_waiting_task(task, "scheduled", now) for task in pending]
+        finally:
+            self._release()
+        return snapshot
+
+
+def _waiting_task(task: Task, state: Literal["scheduled", "ready"], now: float) -> WaitingTask:
+    deadline = task._deadline
+    return WaitingTask(
+        future=task.future,
+        fn=task.fn,
+        priority=task._priority,
+        state=state,
+        due_in=task._when - now,
+        expires_in=None if deadline is None else deadline - now,
+    )
 
 
 def _fail_fresh(task: Task, exc: BaseException) -> None:
