@@ -12,7 +12,8 @@ class WaitingTask:
 
     ``due_in`` and ``expires_in`` are seconds from the snapshot on the executor's clock,
     negative when overdue; ``expires_in`` is None for a task without a deadline. ``lane``
-    is None (lanes do not exist yet), and so ``state`` is never ``"throttled"`` for now.
+    (the task's lane) and the ``"throttled"`` state belong to lanes: in this version,
+    ``lane`` is always None and ``state`` never ``"throttled"``.
     """
 
     future: Future[Any]
