@@ -2,6 +2,7 @@
 deadlines and recurring tasks."""
 
 from ._executor import PriorityExecutor
+from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._stats import ExecutorStats
 from ._waiting import WaitingTask
@@ -11,6 +12,7 @@ __all__ = [
     "EarliestDeadlineFirst",
     "ExecutorStats",
     "Fifo",
+    "Lane",
     "Policy",
     "Priority",
     "PriorityExecutor",

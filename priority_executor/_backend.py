@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
 
 from . import _lifecycle
 from ._recurring import RecurringTask
-from ._task import CANCELLED, COMPLETED, FAILED, OwnFuture, Task
+from ._task import CANCELLED, COMPLETED, FAILED, OwnFuture, Tally, Task
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -73,7 +73,7 @@ class Backend:
         self.executor = executor
         self._owned = owned  # created for a string shorthand: ours to shut down
 
-    def run(self, task: Task, tally: list[int]) -> None:
+    def run(self, task: Task, tally: Tally) -> None:
         """Run a claimed task's call in the backend, from a worker thread that waits for it."""
         scheduler = task.scheduler
         if isinstance(task, RecurringTask):

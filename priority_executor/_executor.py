@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
+import threading
 import weakref
-from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, TypeVar, overload
-
-from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from . import _lifecycle
 from ._arguments import (
@@ -30,26 +27,25 @@ from ._arguments import (
 )
 from ._backend import RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
+from ._lanes import Lane, LaneState, make_lane_state
 from ._policies import Policy, PriorityFirst
 from ._recurring import Recurrence, RecurringTask
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
-from ._task import ExpiringTask, OwnFuture, Task
+from ._submitting import Submitter
+from ._task import ExpiringTask, LaneTask, OwnFuture, Task
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
-T = TypeVar("T")
-A = TypeVar("A")
-B = TypeVar("B")
-C = TypeVar("C")
-P = ParamSpec("P")
-Ts = TypeVarTuple("Ts")
+if TYPE_CHECKING:
+    from ._retry import Retry
 
 _DEFAULT_POLICY = PriorityFirst()
+_LANE_DEFAULTS = make_lane_state(None, None, None, None, 1.0, None, None).options()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
-class PriorityExecutor(Executor):
+class PriorityExecutor(Submitter):
     """A ``ThreadPoolExecutor`` that runs the most important due task first.
 
     ``submit()`` also takes ``priority``, ``delay``, ``run_at`` and ``expires``; due tasks
@@ -100,57 +96,21 @@ class PriorityExecutor(Executor):
         # lock: it only asks the executor's own threads to shut it down.
         finalizer = weakref.finalize(self, scheduler.request_shutdown, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
+        # Named lanes, while anything references them (see _lanes).
+        self._lanes: weakref.WeakValueDictionary[str, LaneState] = weakref.WeakValueDictionary()
+        self._lanes_lock = threading.Lock()
 
-    # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
-    # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
-    # and **kwargs: P.kwargs, so with scheduling keywords the callee's positional arguments
-    # are checked through a TypeVarTuple, and its keywords go through functools.partial.
-    # Type checkers take a bool for an int, which the runtime refuses as a priority: the
-    # first overload, marked deprecated, is how a checker flags such a call (pyright strict
-    # does; mypy with its "deprecated" error code enabled). The literal message is repeated
-    # because mypy reads only a literal there.
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, priority: bool, **kwargs: Any
-    ) -> Future[T]: ...
-
-    @overload
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
-
-    @overload
-    def submit(
+    def _schedule(
         self,
-        fn: Callable[[Unpack[Ts]], T],
-        /,
-        *args: Unpack[Ts],
-        priority: int = 0,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-        expires: float | timedelta | datetime | None = None,
-    ) -> Future[T]: ...
-
-    # mypy is right that the ParamSpec form lets a callee's own parameter named priority,
-    # delay, run_at or expires through, which this method takes for itself: those names are
-    # reserved, and reach a callee only through functools.partial. (The callee's arguments
-    # are typed object, not Any, which mypy finds incompatible with the TypeVarTuple form.)
-    def submit(  # type: ignore[misc]
-        self,
-        fn: Callable[..., T],
-        /,
-        *args: object,
-        priority: int = 0,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-        expires: float | timedelta | datetime | None = None,
-        **kwargs: object,
-    ) -> Future[T]:
-        """Schedule ``fn(*args, **kwargs)``; return its future.
-
-        ``priority``: an int, higher first among due tasks. ``delay`` (seconds or timedelta)
-        or ``run_at`` (datetime): when it becomes due, default now. ``expires`` (seconds or
-        timedelta from now, or a datetime): cancel it if it has not started by then.
-        """
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        expires: float | timedelta | datetime | None,
+        lane: LaneState | None = None,
+    ) -> Future[Any]:
         clock = self._clock
         now = clock.now()
         if delay is None and run_at is None and expires is None:
@@ -158,12 +118,19 @@ class PriorityExecutor(Executor):
         else:
             due = due_time(clock, now, delay, run_at)
             deadline = deadline_time(clock, now, due, expires)
+        if priority is None:
+            priority = 0 if lane is None else lane.priority
         if not callable(fn) or type(priority) is not int:  # one test on the common path
             check_callable(fn)
             check_priority(priority)
-        future: OwnFuture[T] = self._future_type()
+        future: OwnFuture[Any] = self._future_type()
         scheduler = self._scheduler
-        if deadline is None:
+        task: Task
+        if lane is not None:
+            task = LaneTask(
+                scheduler, fn, args, kwargs, future, priority, due, deadline=deadline, lane=lane
+            )
+        elif deadline is None:
             task = Task(scheduler, fn, args, kwargs, future, priority, due)
         else:
             task = ExpiringTask(
@@ -172,52 +139,18 @@ class PriorityExecutor(Executor):
         scheduler.add(task, due <= now)
         return future
 
-    # Always with the scheduling keyword interval: see submit().
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit_recurring(
+    def _schedule_recurring(
         self,
         fn: Callable[..., object],
-        /,
-        *args: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
         interval: float | timedelta,
-        priority: bool,
-        **kwargs: Any,
-    ) -> Future[None]: ...
-
-    @overload
-    def submit_recurring(
-        self,
-        fn: Callable[[Unpack[Ts]], object],
-        /,
-        *args: Unpack[Ts],
-        interval: float | timedelta,
-        fixed_rate: bool = False,
-        priority: int = 0,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-    ) -> Future[None]: ...
-
-    def submit_recurring(
-        self,
-        fn: Callable[..., object],
-        /,
-        *args: object,
-        interval: float | timedelta,
-        fixed_rate: bool = False,
-        priority: int = 0,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-        **kwargs: object,
+        fixed_rate: bool,
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        lane: LaneState | None = None,
     ) -> Future[None]:
-        """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
-
-        First at ``delay``/``run_at`` (default now). Fixed delay by default: the next run is
-        due ``interval`` after the previous one ended. ``fixed_rate=True``: runs are due on
-        the grid ``first_due + k * interval``; slots that a long run overran are skipped.
-        The future stays pending while the series lives; ``cancel()`` stops it (a run in
-        progress finishes); a run that raises ends it with that exception.
-        """
         if "expires" in kwargs:
             # Reserved as in submit(), so that code moved from there fails rather than
             # handing fn a keyword it never expected.
@@ -232,109 +165,55 @@ class PriorityExecutor(Executor):
         if not isinstance(fixed_rate, bool):
             raise TypeError(f"fixed_rate must be a bool, not {type(fixed_rate).__name__}")
         check_callable(fn)
+        if priority is None:
+            priority = 0 if lane is None else lane.priority
         check_priority(priority)
         future: OwnFuture[None] = OwnFuture()
         task = RecurringTask(self._scheduler, fn, args, kwargs, future, priority, due)
         task.recurrence = Recurrence(due, period, fixed_rate)
+        task.lane = lane
         self._scheduler.add(task, due <= now)
         return future
 
-    # As typeshed types the builtin map(): fn is checked against up to three iterables. So a
-    # map() without iterables, which Executor.map() takes (and returns nothing for), is an
-    # error: the override is narrower.
-    @overload  # type: ignore[override]
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def map(
+    def lane(
         self,
-        fn: Callable[..., T],
-        *iterables: Iterable[Any],
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: bool,
-    ) -> Iterator[T]: ...
-
-    @overload
-    def map(
-        self,
-        fn: Callable[[A], T],
-        iterable: Iterable[A],
-        /,
+        name: str | None = None,
         *,
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: int = 0,
-    ) -> Iterator[T]: ...
+        priority: int | None = None,
+        max_running: int | None = None,
+        max_starts: int | None = None,
+        per: float | timedelta = 1.0,
+        cooldown: float | timedelta | None = None,
+        retry: Retry | None = None,
+    ) -> Lane:
+        """A lane: a kind of work with limits of its own, on this executor's workers.
 
-    @overload
-    def map(
-        self,
-        fn: Callable[[A, B], T],
-        iterable1: Iterable[A],
-        iterable2: Iterable[B],
-        /,
-        *,
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: int = 0,
-    ) -> Iterator[T]: ...
-
-    @overload
-    def map(
-        self,
-        fn: Callable[[A, B, C], T],
-        iterable1: Iterable[A],
-        iterable2: Iterable[B],
-        iterable3: Iterable[C],
-        /,
-        *,
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: int = 0,
-    ) -> Iterator[T]: ...
-
-    @overload
-    def map(
-        self,
-        fn: Callable[..., T],
-        iterable1: Iterable[Any],
-        iterable2: Iterable[Any],
-        iterable3: Iterable[Any],
-        iterable4: Iterable[Any],
-        /,
-        *iterables: Iterable[Any],
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: int = 0,
-    ) -> Iterator[T]: ...
-
-    def map(
-        self,
-        fn: Callable[..., T],
-        *iterables: Iterable[Any],
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: int = 0,
-    ) -> Iterator[T]:
-        """As ``Executor.map``: results in input order; every call at ``priority``.
-
-        On a timeout or an early exit, the calls not yet returned are cancelled.
+        ``max_running``: at most this many of its tasks run at once. ``max_starts`` per
+        ``per`` seconds: at most this many start in any such window. ``cooldown``: a task
+        starts only once this many seconds passed since the lane's latest run ended.
+        ``priority``: its tasks' default priority. A named lane is one per name: a later
+        call returns the same lane, and options it gives must equal the lane's.
         """
-        check_callable(fn)
-        check_priority(priority)
-        end_time = None if timeout is None else timeout + time.monotonic()
-        futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
+        state = make_lane_state(name, priority, max_running, max_starts, per, cooldown, retry)
+        if name is None:
+            return self._lane_facade(state)
+        with self._lanes_lock:
+            live = self._lanes.get(name)
+            if live is None or live.closed:
+                self._lanes[name] = state
+                return self._lane_facade(state)
+            given = state.options()
+            for option, value in live.options().items():
+                if given[option] != _LANE_DEFAULTS[option] and given[option] != value:
+                    raise ValueError(
+                        f"lane {name!r} has {option}={value!r}, not {given[option]!r}: a named"
+                        " lane keeps the options it was made with"
+                    )
+            facade = None if live.facade is None else live.facade()
+            return self._lane_facade(live) if facade is None else facade
 
-        def results() -> Iterator[T]:
-            try:
-                futures.reverse()  # pop() from the end: yielded futures are released
-                while futures:
-                    remaining = None if end_time is None else end_time - time.monotonic()
-                    yield _result_or_cancel(futures.pop(), remaining)
-            finally:
-                for future in futures:
-                    future.cancel()
-
-        return results()
+    def _lane_facade(self, state: LaneState) -> Lane:
+        return Lane(state, self._scheduler, self._schedule, self._schedule_recurring)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; cancel recurring series; with ``cancel_futures``, also every
@@ -364,17 +243,6 @@ class PriorityExecutor(Executor):
             f"<{type(self).__name__} max_workers={self._max_workers} policy={self._policy!r}"
             f" running={stats.running} ready={stats.ready} scheduled={stats.scheduled}>"
         )
-
-
-def _result_or_cancel(future: Future[T], timeout: float | None) -> T:
-    try:
-        try:
-            return future.result(timeout)
-        finally:
-            future.cancel()
-    finally:
-        # The future holds the exception, whose traceback holds this frame: break the cycle.
-        del future
 
 
 __all__: list[str] = ["PriorityExecutor"]

@@ -14,7 +14,7 @@ import math
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable
 
-from ._task import COMPLETED, FAILED, VOID, Task
+from ._task import COMPLETED, FAILED, VOID, Tally, Task
 
 _LOGGER = logging.getLogger("priority_executor")
 
@@ -49,7 +49,7 @@ class RecurringTask(Task):
     """The task of a series: its future is the series' future, which a run completes only
     with the exception of a failed run."""
 
-    __slots__ = ("recurrence",)
+    __slots__ = ("lane", "recurrence")
     recurrence: Recurrence
 
     def __call__(self, future: Future[Any]) -> None:
@@ -60,7 +60,7 @@ class RecurringTask(Task):
             # No one sets a series future running, so no one else reports its cancellation.
             future.set_running_or_notify_cancel()
 
-    def run(self, tally: list[int], call: Call = call_here) -> None:
+    def run(self, tally: Tally, call: Call = call_here) -> None:
         """Run in a worker; ``call(fn, args, kwargs)`` makes the call, here or in a backend."""
         # cancel() on the series future is atomic: if it returned True before this check,
         # this run never starts; if after, this run was in progress and finishes.

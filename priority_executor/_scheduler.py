@@ -33,11 +33,12 @@ import threading
 from collections import deque
 from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _effects, _threads
 from ._clock import Clock
 from ._effects import Effects
+from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
 from ._stats import ExecutorStats
@@ -51,12 +52,14 @@ from ._task import (
     READY,
     STARTED,
     STATES,
+    THROTTLED,
     VOID,
     Expiry,
+    LaneTask,
     Task,
     TimerEntry,
 )
-from ._waiting import WaitingTask
+from ._waiting import WaitingState, WaitingTask
 
 if TYPE_CHECKING:
     from ._workers import WorkerPool
@@ -71,10 +74,11 @@ class Scheduler:
         self.next_seq = itertools.count().__next__
         self._intake: deque[tuple[Any, ...]] = deque()  # (*policy key, seq, task)
         self._ready: list[tuple[Any, ...]] = []  # a heap of the same
-        self._timers: list[TimerEntry] = []  # tasks by due time, deadlines by deadline
-        self._deadlines = 0  # live deadline entries among the timers
+        self._timers: list[TimerEntry] = []  # tasks by due time, other entries by their time
+        self._alarms = 0  # live entries among the timers that are not tasks
         self._counts = [0] * STATES
         self._recurring: set[Task] = set()  # tasks of live recurring series
+        self._throttling: set[LaneState] = set()  # lanes that hold throttled tasks
         self._done: deque[tuple[Task, bool]] = deque()  # see future_done()
         self._closed: str | None = None  # why submit() now raises
         self._broken: BaseException | None = None  # why nothing can run any more
@@ -120,6 +124,8 @@ class Scheduler:
         self.lock.acquire()
         try:
             self._check_open()
+            if task.lane is not None and task.lane.closed:
+                raise RuntimeError("cannot schedule new futures after the lane's shutdown")
             self._queue(task, key, effects)
         finally:
             self._release()
@@ -131,6 +137,8 @@ class Scheduler:
             self._check_open()
             task.state = FAILED
             self._counts[FAILED] += 1
+            if task.lane is not None:
+                task.lane.moved(None, FAILED)
         finally:
             self._release()
         with _threads.acting_for(self):
@@ -177,15 +185,16 @@ class Scheduler:
             task.state = FAILED
             self._counts[FAILED] += 1
             effects.later.append(functools.partial(task.fail, key))
-            return
-        if key is None:
+        elif key is None:
             task.state = PENDING
             self._counts[PENDING] += 1
             self._push_timer(task, effects)
         elif not self._make_ready(task, key):
             effects.later.append(self._start_worker)
-        if task._expiry is not None:
-            self._deadlines += 1
+        if task.lane is not None:
+            task.lane.moved(None, task.state)
+        if task._expiry is not None and task.state != FAILED:
+            self._alarms += 1
             self._push_timer(task._expiry, effects)
 
     def run_ended(self, task: Task) -> None:
@@ -295,17 +304,25 @@ class Scheduler:
             if isinstance(entry, Expiry):
                 task = entry.task
                 if task is not None:
-                    self._claim(task, EXPIRED)
+                    self._claim(task, EXPIRED, effects)
                     effects.later.append(task.abandon)
-            elif isinstance(entry, Task) and entry.state == PENDING:
+            elif isinstance(entry, Task):
+                if entry.state != PENDING:
+                    continue
                 key = self._key_or_error(entry)
                 if isinstance(key, BaseException):
-                    self._claim(entry, FAILED)
+                    self._claim(entry, FAILED, effects)
                     effects.later.append(functools.partial(entry.fail, key))
-                else:
-                    self._counts[PENDING] -= 1
-                    if not self._make_ready(entry, key):
-                        effects.later.append(self._start_worker)
+                    continue
+                self._counts[PENDING] -= 1
+                if entry.lane is not None:
+                    entry.lane.moved(PENDING, INTAKE)
+                if not self._make_ready(entry, key):
+                    effects.later.append(self._start_worker)
+            elif isinstance(entry, LaneTimer) and entry.live():
+                self._alarms -= 1
+                entry.lane.timer = None
+                self._review_lane(entry.lane, now, effects)
         if effects.later:
             self._discarded(effects)
 
@@ -325,6 +342,7 @@ class Scheduler:
         lock, intake, ready = self.lock, self._intake, self._ready
         workers = self.workers
         idle, handing = workers.idle, workers.handing
+        lane_effects = None
         if lock.acquire(False):
             handing.append(None)
         else:
@@ -335,9 +353,16 @@ class Scheduler:
                 if intake:
                     self._drain_intake()
                 while ready:
-                    task: Task = heappop(ready)[-1]
+                    entry = heappop(ready)
+                    task: Task = entry[-1]
                     if task.state != READY:
                         continue  # claimed where it stood, by cancel() or a deadline
+                    if task.lane is not None:
+                        if lane_effects is None:
+                            lane_effects = Effects()
+                        if not self._start_in_lane(entry, task.lane, lane_effects):
+                            continue  # throttled: it waits in its lane
+                        return task
                     deadline = task._deadline
                     if deadline is not None and deadline <= self.clock.now():
                         # Its expiry may still be on its way: never start a task that is late.
@@ -364,6 +389,9 @@ class Scheduler:
                 handing.pop()
                 self._release()
                 try:
+                    if lane_effects is not None:  # a lane's timer, say: not after a long sleep
+                        effects, lane_effects = lane_effects, None
+                        self._apply(effects)
                     park.acquire()
                 finally:
                     workers.lock_for_worker(lock, park)
@@ -372,6 +400,8 @@ class Scheduler:
             lock.release()
             if self._done:
                 self._flush_done()
+            if lane_effects is not None:
+                self._apply(lane_effects)
             # Workers parked behind this one (see WorkerPool.lock_for_worker) rely on this
             # look, made after the release: one of them takes over if work is left to take.
             if idle and (finished or self._ready_count()):
@@ -379,26 +409,203 @@ class Scheduler:
             if finished:
                 self._wind_down()
 
-    def _claim(self, task: Task, state: int) -> None:
+    def _claim(self, task: Task, state: int, effects: Effects | None = None) -> None:
         """Take a waiting task out of the queue for good, into ``state``. Every race between
-        start, cancel, expiry and shutdown is decided by which claim comes first."""
+        start, cancel, expiry and shutdown is decided by which claim comes first. A lane's
+        task is claimed with ``effects``."""
         counts = self._counts
         was = task.state
         counts[was] -= 1
         counts[state] += 1
         task.state = state
+        if task.lane is not None:
+            assert effects is not None
+            self._lane_claimed(task, task.lane, was, state, effects)
         expiry = task._expiry
         if expiry is not None:
             expiry.task = None  # a finished task, and its result, must not live until then
-            self._deadlines -= 1
+            self._alarms -= 1
         elif was != PENDING:
             return
         # An entry of the pending heap died: compacting when at least half are dead costs
         # O(1) per claim, amortised, and the promoter never wakes for a dead entry.
         timers = self._timers
-        if len(timers) > 2 * (counts[PENDING] + self._deadlines):
+        if len(timers) > 2 * (counts[PENDING] + self._alarms):
             timers[:] = [entry for entry in timers if entry.live()]
             heapify(timers)
+
+    # -- lanes -------------------------------------------------------------------------------
+
+    def _start_in_lane(self, entry: tuple[Any, ...], lane: LaneState, effects: Effects) -> bool:
+        """Claim a ready task of a lane for a worker, if its lane lets it start now: else
+        throttle it, so that it holds back no other lane's task. Returns whether it was
+        claimed (STARTED, or EXPIRED if it is late)."""
+        task: Task = entry[-1]
+        now = self.clock.now()
+        deadline = task._deadline
+        if deadline is not None and deadline <= now:
+            self._claim(task, EXPIRED, effects)
+            return True
+        if lane.blocked_until(now) <= now:
+            throttled = lane.throttled
+            while throttled and throttled[0][-1].state != THROTTLED:
+                heappop(throttled)  # claimed where it stood
+            if not throttled:
+                self._throttling.discard(lane)
+            # The lane has room: for this task unless one of its throttled tasks comes first
+            # (it has room since a moment ago, and the promoter has not released it yet).
+            if not throttled or entry < throttled[0]:
+                self._claim(task, STARTED, effects)
+                return True
+        # Throttled; where the lane has room, its best task goes back to the workers.
+        self._counts[READY] -= 1
+        self._counts[THROTTLED] += 1
+        lane.moved(READY, THROTTLED)
+        task.state = THROTTLED
+        heappush(lane.throttled, entry)
+        self._throttling.add(lane)
+        self._release_lane(lane, now, effects, worker_coming=True)
+        return False
+
+    def _release_lane(
+        self, lane: LaneState, now: float, effects: Effects, *, worker_coming: bool = False
+    ) -> None:
+        """Give a lane's best throttled tasks back to the workers, as many as its limits let
+        start now; if a window or cooldown holds the others back, look again when it passes.
+        ``worker_coming``: the caller is a worker on its way to take a task."""
+        throttled, ready, counts, workers = lane.throttled, self._ready, self._counts, self.workers
+        room = lane.room(now)
+        while throttled and room > 0:
+            entry = heappop(throttled)
+            task = entry[-1]
+            if task.state != THROTTLED:
+                continue  # claimed where it stood
+            counts[THROTTLED] -= 1
+            counts[READY] += 1
+            lane.moved(THROTTLED, READY)
+            task.state = READY
+            heappush(ready, entry)
+            room -= 1
+            if worker_coming:
+                worker_coming = False  # it takes this one
+            elif not (workers.idle and workers.wake_one()):
+                effects.later.append(self._start_worker)
+        if not throttled:
+            self._throttling.discard(lane)
+        elif room == 0:
+            when = lane.blocked_until(now)
+            if when < math.inf:  # else a run of the lane ends first, and releases
+                self._look_again(lane, when, effects)
+
+    def _look_again(self, lane: LaneState, when: float, effects: Effects) -> None:
+        """Have the promoter look at a lane at ``when`` (see _review_lane)."""
+        timer = lane.timer
+        if timer is not None and timer._when <= when:
+            return  # that look sets the next one
+        if timer is None:
+            self._alarms += 1
+        lane.timer = timer = LaneTimer(lane, when, self.next_seq())
+        self._push_timer(timer, effects)
+
+    def _review_lane(self, lane: LaneState, now: float, effects: Effects) -> None:
+        """A lane's window or cooldown may have passed: release what may start, and keep an
+        idle named lane, with its limits, while they are still in effect."""
+        if lane.throttled:
+            self._release_lane(lane, now, effects)
+        elif lane.name is not None and not lane.busy():
+            until = lane.holds_back(now)
+            if until is not None:
+                # The timer holds the lane: executor.lane(name) finds it, limits and all.
+                self._look_again(lane, until, effects)
+
+    def _lane_claimed(
+        self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
+    ) -> None:
+        lane.moved(was, state)
+        if state == STARTED:
+            lane.start(self.clock.now())
+            return
+        if task.recurrence is None:
+            # Its future, which the user may keep, holds it: it must not hold the lane.
+            cast(LaneTask, task).lane = None
+        throttled = lane.throttled
+        if was == THROTTLED:
+            # Compacting when at least half the entries are dead costs O(1) per claim.
+            if len(throttled) > 2 * lane.counts[THROTTLED]:
+                throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
+                heapify(throttled)
+                if not throttled:
+                    self._throttling.discard(lane)
+        elif throttled:
+            # A task given back to the workers will not start: its room is another's.
+            self._release_lane(lane, self.clock.now(), effects)
+        self._lane_settled(lane, effects)
+
+    def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
+        if lane.busy():
+            return
+        if lane.drained is not None:
+            effects.later.append(lane.drained.set)
+        else:
+            self._review_lane(lane, self.clock.now(), effects)
+
+    def lane_run_ended(self, task: Task, state: int) -> None:
+        """A run of a lane's task ended in ``state``: count it, and give the lane's room to
+        its next task. Called before the run's future completes (see ``_lanes.RunEnd``)."""
+        lane = task.lane
+        assert lane is not None
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            counts = self._counts
+            counts[STARTED] -= 1
+            counts[state] += 1
+            now = self.clock.now()
+            lane.moved(STARTED, state)
+            lane.end(now)
+            if task.recurrence is None:
+                cast(LaneTask, task).lane = None  # see _lane_claimed
+            if lane.throttled:
+                self._release_lane(lane, now, effects, worker_coming=True)
+            self._lane_settled(lane, effects)
+        finally:
+            self._release()
+        self._apply(effects)
+
+    def close_lane(self, lane: LaneState, cancel_futures: bool) -> None:
+        """A lane's shutdown: it takes no more tasks; its series end; with
+        ``cancel_futures``, its waiting tasks are cancelled."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            lane.closed = True
+            if cancel_futures:
+                for task in self._claim_waiting(CANCELLED, effects, lane):
+                    effects.later.append(task.abandon)
+            # Their done-callbacks end the series (see _end).
+            effects.later.extend(
+                task.future.cancel for task in self._recurring if task.lane is lane
+            )
+            if lane.busy() and lane.drained is None:
+                lane.drained = threading.Event()
+            self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+
+    def join_lane(self, lane: LaneState) -> None:
+        """Wait until a closed lane's tasks have ended, unless called from one of the
+        executor's own threads (see join())."""
+        if lane.drained is not None and not _threads.owned_by(self):
+            lane.drained.wait()
+
+    def lane_stats(self, lane: LaneState) -> ExecutorStats:
+        self.lock.acquire()
+        try:
+            counts = list(lane.counts)
+        finally:
+            self._release()
+        return _stats(counts)
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -433,7 +640,7 @@ class Scheduler:
     def _end(self, task: Task, cancelled: bool, effects: Effects) -> None:
         waiting = task.state <= READY
         if waiting:
-            self._claim(task, CANCELLED if cancelled else FAILED)
+            self._claim(task, CANCELLED if cancelled else FAILED, effects)
         if task.recurrence is None:
             if waiting and cancelled:
                 effects.later.append(task.abandon)  # reports it to wait(), as_completed()
@@ -441,6 +648,8 @@ class Scheduler:
         self._recurring.discard(task)
         if cancelled and not waiting:
             self._counts[CANCELLED] += 1  # the series; its last run counts on its own
+            if task.lane is not None:
+                task.lane.moved(None, CANCELLED)
         if task.state != STARTED:
             effects.drop.append(task.let_go())  # else run_ended() does, once the run ends
 
@@ -465,7 +674,7 @@ class Scheduler:
             if self._closed is None:
                 self._closed = reason
             if cancel_futures:
-                for task in self._claim_waiting(CANCELLED):
+                for task in self._claim_waiting(CANCELLED, effects):
                     effects.later.append(task.abandon)
             # Their done-callbacks end the series (see _end).
             effects.later.extend(task.future.cancel for task in self._recurring)
@@ -493,7 +702,7 @@ class Scheduler:
                 self._broken = exc
             if self._closed is None:
                 self._closed = str(exc)
-            for task in self._claim_waiting(FAILED):
+            for task in self._claim_waiting(FAILED, effects):
                 effects.later.append(functools.partial(_fail_fresh, task, exc))
             # Their done-callbacks end the series (see _end).
             effects.later.extend(
@@ -504,20 +713,39 @@ class Scheduler:
             self._release()
         self._apply(effects)
 
-    def _claim_waiting(self, state: int) -> list[Task]:
-        """Claim every waiting one-shot task (series end with their futures)."""
+    def _claim_waiting(
+        self, state: int, effects: Effects, lane: LaneState | None = None
+    ) -> list[Task]:
+        """Claim every waiting one-shot task, or every one of ``lane`` (series end with
+        their futures)."""
         self._drain_intake()
         claimed = []
-        # A copy: each claim may compact the pending heap.
-        for entry in [*(entry[-1] for entry in self._ready), *self._timers]:
-            if isinstance(entry, Task) and entry.state <= READY and entry.recurrence is None:
-                self._claim(entry, state)
+        # A copy: each claim may compact a heap, or give throttled tasks back to the workers.
+        waiting = [
+            *(entry[-1] for entry in self._ready),
+            *(entry[-1] for throttling in self._throttling for entry in throttling.throttled),
+            *self._timers,
+        ]
+        for entry in waiting:
+            if (
+                isinstance(entry, Task)
+                and entry.state <= READY
+                and entry.recurrence is None
+                and (lane is None or entry.lane is lane)
+            ):
+                self._claim(entry, state, effects)
                 claimed.append(entry)
         return claimed
 
     def _finished(self) -> bool:
         """Closed, and nothing waits to start: workers and promoter may exit."""
-        return self._closed is not None and not self._counts[PENDING] and not self._ready_count()
+        counts = self._counts
+        return (
+            self._closed is not None
+            and not counts[PENDING]
+            and not counts[THROTTLED]
+            and not self._ready_count()
+        )
 
     def _wind_down(self) -> None:
         self._drained.set()
@@ -546,8 +774,9 @@ class Scheduler:
         self._ready = []
         self._timers = []
         self._recurring = set()
+        self._throttling = set()
         self._done = deque()
-        for state in (PENDING, INTAKE, READY):
+        for state in (PENDING, INTAKE, THROTTLED, READY):
             self._counts[state] = 0
         self.promoter = Promoter(self, self.promoter.name)
         self.promoter.retire()
@@ -570,25 +799,24 @@ class Scheduler:
             counts[READY] += counts[INTAKE] + len(self._intake)
         finally:
             self._release()
-        return ExecutorStats(
-            scheduled=counts[PENDING],
-            ready=counts[READY],
-            running=counts[STARTED],
-            completed=counts[COMPLETED],
-            failed=counts[FAILED],
-            cancelled=counts[CANCELLED],
-            expired=counts[EXPIRED],
-        )
+        return _stats(counts)
 
-    def waiting(self) -> list[WaitingTask]:
-        """Every task not started yet, in one snapshot taken under the lock: the due ones
-        in the order workers would take them, then the others by due time."""
+    def waiting(self, lane: LaneState | None = None) -> list[WaitingTask]:
+        """Every task not started yet (of ``lane``, if given), in one snapshot taken under
+        the lock: the ready ones in the order workers would take them, then the throttled
+        ones in the same order, then the others by due time."""
         self.lock.acquire()
         try:
             now = self.clock.now()
             self._drain_intake()  # as a worker would: the intake's tasks are due
             # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
             ready = sorted(e for e in self._ready if e[-1].state == READY and e[-2] == e[-1]._seq)
+            throttled = sorted(
+                entry
+                for throttling in self._throttling
+                for entry in throttling.throttled
+                if entry[-1].state == THROTTLED
+            )
             seen: set[int] = set()
             pending: list[Task] = []
             for entry in self._timers:
@@ -596,22 +824,44 @@ class Scheduler:
                     seen.add(id(entry))
                     pending.append(entry)
             pending.sort()
-            snapshot = [_waiting_task(e[-1], "ready", now) for e in ready]
-            snapshot += [_waiting_task(task, "scheduled", now) for task in pending]
+            snapshot = [
+                _waiting_task(task, state, now)
+                for state, tasks in (
+                    ("ready", [e[-1] for e in ready]),
+                    ("throttled", [e[-1] for e in throttled]),
+                    ("scheduled", pending),
+                )
+                for task in tasks
+                if lane is None or task.lane is lane
+            ]
         finally:
             self._release()
         return snapshot
 
 
-def _waiting_task(task: Task, state: Literal["scheduled", "ready"], now: float) -> WaitingTask:
+def _stats(counts: list[int]) -> ExecutorStats:
+    return ExecutorStats(
+        scheduled=counts[PENDING],
+        ready=counts[READY],
+        throttled=counts[THROTTLED],
+        running=counts[STARTED],
+        completed=counts[COMPLETED],
+        failed=counts[FAILED],
+        cancelled=counts[CANCELLED],
+        expired=counts[EXPIRED],
+    )
+
+
+def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
     deadline = task._deadline
     return WaitingTask(
         future=task.future,
         fn=task.fn,
         priority=task._priority,
-        state=state,
+        state=cast(WaitingState, state),
         due_in=task._when - now,
         expires_in=None if deadline is None else deadline - now,
+        lane=None if task.lane is None else task.lane.name,
     )
 
 

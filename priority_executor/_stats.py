@@ -13,6 +13,7 @@ class ExecutorStats:
 
     scheduled: int  # waiting for its due time
     ready: int  # due, waiting for a worker
+    throttled: int  # due, held back by its lane's limits
     running: int
     completed: int  # returned normally
     failed: int  # raised, or could not be scheduled (a broken policy or pool)

@@ -12,29 +12,39 @@ from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from . import _threads
 
 if TYPE_CHECKING:
+    from ._lanes import LaneState
     from ._recurring import Recurrence
     from ._scheduler import Scheduler
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
 PENDING = 0  # in the pending heap, not due yet
 INTAKE = 1  # due, in the intake on its way to the ready heap
-READY = 2  # in the ready heap, due, waiting for a worker
-STARTED = 3
-COMPLETED = 4
-FAILED = 5
-CANCELLED = 6
-EXPIRED = 7
-VOID = 8  # never counted: a run that ended with its series, or a submit taken back
-STATES = 9
+THROTTLED = 2  # due, held back by its lane's limits, in the lane's own heap
+READY = 3  # in the ready heap, due, waiting for a worker
+STARTED = 4
+COMPLETED = 5
+FAILED = 6
+CANCELLED = 7
+EXPIRED = 8
+VOID = 9  # never counted: a run that ended with its series, or a submit taken back
+STATES = 10
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 T = TypeVar("T")
+
+
+class Tally(Protocol):
+    """Where a run counts how it ended (``tally[COMPLETED] += 1``): a worker's own list,
+    or for a lane's task the lane's bookkeeping (see ``_lanes.RunEnd``)."""
+
+    def __getitem__(self, state: int, /) -> int: ...
+    def __setitem__(self, state: int, count: int, /) -> None: ...
 
 
 class OwnFuture(Future[T]):
@@ -90,6 +100,7 @@ class Task(TimerEntry):
     _deadline: float | None = None
     _expiry: Expiry | None = None
     recurrence: Recurrence | None = None  # set on the tasks of a recurring series
+    lane: LaneState | None = None  # set on the tasks of a lane
 
     def __init__(
         self,
@@ -129,7 +140,7 @@ class Task(TimerEntry):
         if self.state <= READY:
             self.scheduler.future_done(self, future.cancelled())
 
-    def run(self, tally: list[int]) -> None:
+    def run(self, tally: Tally) -> None:
         """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.
 
         The count comes before the future completes: whoever sees the future done and
@@ -197,10 +208,20 @@ class ExpiringTask(Task):
 
     __slots__ = ("_deadline", "_expiry")
 
-    def __init__(self, *args: Any, deadline: float) -> None:
+    def __init__(self, *args: Any, deadline: float | None) -> None:
         super().__init__(*args)
         self._deadline = deadline
-        self._expiry = Expiry(self, deadline)
+        self._expiry = None if deadline is None else Expiry(self, deadline)
+
+
+class LaneTask(ExpiringTask):
+    """A task of a lane, with or without a start deadline."""
+
+    __slots__ = ("lane",)
+
+    def __init__(self, *args: Any, deadline: float | None, lane: LaneState) -> None:
+        super().__init__(*args, deadline=deadline)
+        self.lane: LaneState | None = lane
 
 
 class Expiry(TimerEntry):

@@ -18,6 +18,7 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
+from ._lanes import RunEnd
 from ._task import STARTED, STATES
 
 if TYPE_CHECKING:
@@ -179,8 +180,11 @@ class WorkerPool:
                 return
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
-            elif backend is None:
-                task.run(tally)
             else:
-                backend.run(task, tally)
+                # A lane's task counts its end under the lock, which frees the lane's slot.
+                counter = tally if task.lane is None else RunEnd(task)
+                if backend is None:
+                    task.run(counter)
+                else:
+                    backend.run(task, counter)
             del task  # a finished task, and its result, must not live on while this worker sleeps

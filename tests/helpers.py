@@ -92,7 +92,7 @@ def blocked_worker(
 
 
 def stats_fields(ex: PriorityExecutor) -> dict[str, int]:
-    """The executor's stats as a dict of its seven fields."""
+    """The executor's stats as a dict of its fields."""
     return dataclasses.asdict(ex.stats())
 
 

@@ -28,7 +28,6 @@ BAD_SUBMITS: list[tuple[str, Call, type[Exception], str]] = [
     ("priority-float", lambda ex: ex.submit(int, priority=1.5), TypeError, "priority"),
     ("priority-true", lambda ex: ex.submit(int, priority=True), TypeError, "priority"),
     ("priority-false", lambda ex: ex.submit(int, priority=False), TypeError, "priority"),
-    ("priority-none", lambda ex: ex.submit(int, priority=None), TypeError, "priority"),
     ("priority-delayed", lambda ex: ex.submit(int, priority=2.0, delay=1), TypeError, "priority"),
     ("delay-negative", lambda ex: ex.submit(int, delay=-1), ValueError, "delay"),
     ("delay-tiny-negative", lambda ex: ex.submit(int, delay=-1e-9), ValueError, "delay"),

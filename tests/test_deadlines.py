@@ -73,6 +73,7 @@ def test_seed_scenario_expired_task_is_cancelled_while_worker_busy(expires) -> N
         assert stats_fields(ex) == {
             "scheduled": 0,
             "ready": 0,
+            "throttled": 0,
             "running": 1,
             "completed": 0,
             "failed": 0,
@@ -150,6 +151,7 @@ def test_deadline_applies_to_a_task_far_from_the_top_of_the_queue() -> None:
     assert stats_fields(ex) == {
         "scheduled": 0,
         "ready": 0,
+        "throttled": 0,
         "running": 0,
         "completed": 22,
         "failed": 0,
@@ -223,6 +225,7 @@ def test_task_started_before_its_deadline_runs_normally() -> None:
     assert stats_fields(ex) == {
         "scheduled": 0,
         "ready": 0,
+        "throttled": 0,
         "running": 0,
         "completed": 1,
         "failed": 0,

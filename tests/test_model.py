@@ -218,6 +218,7 @@ class Model:
         return ExecutorStats(
             scheduled=sum(t.state == "pending" for t in self.tasks),
             ready=sum(t.state == "ready" for t in self.tasks),
+            throttled=0,
             running=int(self.running is not None),
             completed=self.completed,
             failed=self.failed,

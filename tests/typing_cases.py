@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from typing_extensions import assert_type
 
-from priority_executor import Fifo, Priority, PriorityExecutor
+from priority_executor import ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
 
 
@@ -78,6 +78,19 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     clock.advance(1.5)
     clock.advance(timedelta(seconds=1))
 
+    # A lane has the executor's surface; its calls are typed the same way.
+    lane = ex.lane("api", max_starts=10, per=timedelta(seconds=1), cooldown=0.5, priority=1)
+    assert_type(lane, Lane)
+    assert_type(lane.name, "str | None")
+    assert_type(lane.submit(f, 1), Future[int])
+    assert_type(lane.submit(f, x=1), Future[int])
+    assert_type(lane.submit(f, 1, priority=None, delay=1, expires=5), Future[int])
+    assert_type(lane.submit_recurring(h, interval=1), Future[None])
+    assert_type(lane.map(f, [1, 2], priority=Priority.HIGH), Iterator[int])
+    assert_type(lane.stats(), ExecutorStats)
+    with ex.lane(max_running=2) as anonymous:
+        assert_type(anonymous, Lane)
+
 
 def constructed() -> None:
     with PriorityExecutor(4, "name", policy=Fifo(), clock=ManualClock()) as ex:
@@ -87,6 +100,9 @@ def constructed() -> None:
 
 
 def rejected(ex: PriorityExecutor) -> None:
+    ex.lane("api").submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
+    ex.lane(max_running=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.lane(max_running=None).submit(f, 1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
     # The issue's examples: each is an error for ThreadPoolExecutor.submit too.
     ex.submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
     ex.submit(f)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]

@@ -1,0 +1,288 @@
+"""Lanes: limits per kind of work, on the executor's workers.
+
+A lane's tasks are ordinary tasks that carry their lane. The scheduler asks a lane one
+question, when a worker is about to start one of its tasks: may it start now, and if not,
+when? (``LaneState.blocked_until``). A task that may not start is *throttled*: the scheduler
+moves it out of the ready heap into its lane's own heap, so that it holds back no other
+lane's task, and moves the lane's best tasks back when the lane has room again: when one of
+its runs ends, or when a timer in the pending heap says that a window or a cooldown passed.
+
+A named lane is found by name while anything references its state: its façade, a task, or
+a timer of a limit still in effect. Then it is forgotten, and costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections import deque
+from concurrent.futures import Future
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._arguments import check_int, check_priority, seconds
+from ._stats import ExecutorStats
+from ._submitting import Submitter
+from ._task import INTAKE, READY, STARTED, STATES, TimerEntry
+from ._waiting import WaitingTask
+
+if TYPE_CHECKING:
+    from ._retry import Retry
+    from ._scheduler import Scheduler
+    from ._task import Task
+
+
+class LaneState:
+    """One lane as the scheduler sees it: its limits and how it uses them. Changed only
+    under the scheduler's lock."""
+
+    __slots__ = (
+        "__weakref__",
+        "closed",
+        "cooldown",
+        "counts",
+        "drained",
+        "facade",
+        "last_end",
+        "max_running",
+        "max_starts",
+        "name",
+        "per",
+        "priority",
+        "retry",
+        "running",
+        "starts",
+        "throttled",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        name: str | None,
+        priority: int,
+        max_running: int | None,
+        max_starts: int | None,
+        per: float,
+        cooldown: float | None,
+        retry: Retry | None,
+    ) -> None:
+        self.name = name
+        self.priority = priority
+        self.max_running = max_running
+        self.max_starts = max_starts
+        self.per = per
+        self.cooldown = cooldown
+        self.retry = retry
+        self.running = 0
+        # Start times within the last ``per`` seconds, oldest first.
+        self.starts: deque[float] | None = None if max_starts is None else deque()
+        self.last_end = -math.inf
+        self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
+        self.timer: LaneTimer | None = None  # the live one, if any
+        self.counts = [0] * STATES  # this lane's tasks in each state (INTAKE counts as READY)
+        self.closed = False
+        self.drained: Any = None  # a threading.Event, once shut down with tasks left
+        self.facade: weakref.ref[Lane] | None = None
+
+    def options(self) -> dict[str, object]:
+        return {
+            "priority": self.priority,
+            "max_running": self.max_running,
+            "max_starts": self.max_starts,
+            "per": self.per,
+            "cooldown": self.cooldown,
+            "retry": self.retry,
+        }
+
+    # -- the seam: may a task start now, and if not, when? -------------------------------------
+
+    def blocked_until(self, now: float) -> float:
+        """When the next task may start: at or before ``now`` if it may now; ``math.inf``
+        while ``max_running`` tasks run (one ending is what lets the next start)."""
+        if self.max_running is not None and self.running >= self.max_running:
+            return math.inf
+        when = -math.inf if self.cooldown is None else self.last_end + self.cooldown
+        starts = self.starts
+        if starts is not None:
+            # A sliding window: a start at s is in the window until s + per.
+            while starts and starts[0] + self.per <= now:
+                starts.popleft()
+            if len(starts) >= self.max_starts:  # type: ignore[operator]
+                when = max(when, starts[0] + self.per)
+        return when
+
+    def room(self, now: float) -> float:
+        """How many tasks may start now, by every limit."""
+        if self.blocked_until(now) > now:
+            return 0
+        room = math.inf
+        if self.max_running is not None:
+            room = self.max_running - self.running
+        if self.starts is not None:
+            room = min(room, self.max_starts - len(self.starts))  # type: ignore[operator]
+        return room
+
+    def holds_back(self, now: float) -> float | None:
+        """While nothing of the lane waits or runs: until when a limit is still in effect
+        (a window not yet empty, a cooldown not yet over), or None."""
+        until = -math.inf if self.cooldown is None else self.last_end + self.cooldown
+        if self.starts:
+            until = max(until, self.starts[-1] + self.per)
+        return until if until > now else None
+
+    def start(self, now: float) -> None:
+        self.running += 1
+        if self.starts is not None:
+            self.starts.append(now)
+
+    def end(self, now: float) -> None:
+        self.running -= 1
+        self.last_end = now
+
+    def moved(self, was: int | None, state: int) -> None:
+        """Count one of its tasks moved from ``was`` (None: a new one) into ``state``."""
+        counts = self.counts
+        if was is not None:
+            counts[READY if was == INTAKE else was] -= 1
+        counts[READY if state == INTAKE else state] += 1
+
+    def busy(self) -> bool:
+        """Whether any of its tasks waits or runs."""
+        counts = self.counts
+        return any(counts[: STARTED + 1])
+
+    def __repr__(self) -> str:
+        return f"<LaneState {self.name!r} running={self.running}>"
+
+
+class LaneTimer(TimerEntry):
+    """An entry of the pending heap: look at a lane again when a window or cooldown passes."""
+
+    __slots__ = ("_seq", "_when", "lane")
+
+    def __init__(self, lane: LaneState, when: float, seq: int) -> None:
+        self._when = when
+        self._seq = seq
+        self.lane = lane
+
+    def live(self) -> bool:
+        return self.lane.timer is self
+
+
+class RunEnd:
+    """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
+    here, under the scheduler's lock, which frees the lane's slot before the run's future
+    completes (so whoever sees it done finds the lane's room back)."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def __getitem__(self, state: int) -> int:
+        return 0
+
+    def __setitem__(self, state: int, count: int) -> None:
+        self.task.scheduler.lane_run_ended(self.task, state)
+
+
+def make_lane_state(
+    name: str | None,
+    priority: int | None,
+    max_running: int | None,
+    max_starts: int | None,
+    per: float | timedelta,
+    cooldown: float | timedelta | None,
+    retry: Retry | None,
+) -> LaneState:
+    """The options of ``executor.lane()``, checked."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
+    if priority is not None:
+        check_priority(priority)
+    for option, limit in (("max_running", max_running), ("max_starts", max_starts)):
+        if limit is not None and check_int(option, limit) < 1:
+            raise ValueError(f"{option} must be at least 1, not {limit}")
+    window = seconds("per", per, positive=True)
+    pause = None if cooldown is None else seconds("cooldown", cooldown)
+    return LaneState(name, priority or 0, max_running, max_starts, window, pause, retry)
+
+
+class Lane(Submitter):
+    """A kind of work with limits of its own, on the workers of a ``PriorityExecutor``.
+
+    ``submit``, ``submit_recurring`` and ``map`` work as the executor's; a task's own
+    ``priority`` wins over the lane's. ``shutdown()`` closes the lane only.
+    """
+
+    def __init__(
+        self,
+        state: LaneState,
+        scheduler: Scheduler,
+        schedule: Callable[..., Future[Any]],
+        schedule_recurring: Callable[..., Future[None]],
+    ) -> None:
+        self._state = state
+        self._scheduler = scheduler
+        self._schedule_in = schedule
+        self._schedule_recurring_in = schedule_recurring
+        state.facade = weakref.ref(self)
+
+    @property
+    def name(self) -> str | None:
+        return self._state.name
+
+    def _schedule(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        expires: float | timedelta | datetime | None,
+    ) -> Future[Any]:
+        return self._schedule_in(fn, args, kwargs, priority, delay, run_at, expires, self._state)
+
+    def _schedule_recurring(
+        self,
+        fn: Callable[..., object],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        interval: float | timedelta,
+        fixed_rate: bool,
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+    ) -> Future[None]:
+        return self._schedule_recurring_in(
+            fn, args, kwargs, interval, fixed_rate, priority, delay, run_at, self._state
+        )
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Close this lane: its later submits raise ``RuntimeError``; its series are
+        cancelled; with ``cancel_futures``, its tasks not yet started too. With ``wait``,
+        return when its remaining tasks have finished (unless called from a task or a
+        callback of the executor). Other lanes and the executor go on."""
+        self._scheduler.close_lane(self._state, cancel_futures)
+        if wait:
+            self._scheduler.join_lane(self._state)
+
+    def stats(self) -> ExecutorStats:
+        """A consistent snapshot of how many of this lane's tasks are in each state."""
+        return self._scheduler.lane_stats(self._state)
+
+    def waiting(self) -> list[WaitingTask]:
+        """``PriorityExecutor.waiting()`` for this lane's tasks."""
+        return self._scheduler.waiting(self._state)
+
+    def __repr__(self) -> str:
+        state = self._state
+        limits = "".join(
+            f" {option}={value!r}"
+            for option, value in state.options().items()
+            if value is not None and option not in ("priority", "per")
+        )
+        if state.max_starts is not None:
+            limits += f" per={state.per!r}"
+        return f"<Lane {state.name!r}{limits}>"

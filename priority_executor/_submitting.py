@@ -1,0 +1,270 @@
+"""``submit()``, ``submit_recurring()`` and ``map()``, with their types: the surface that
+an executor and its lanes share. Each one says, in ``_schedule`` and
+``_schedule_recurring``, where its tasks go."""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future
+from datetime import datetime, timedelta
+from typing import Any, Callable, TypeVar, overload
+
+from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
+
+from ._arguments import check_callable, check_priority
+
+T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
+
+
+class Submitter(Executor):
+    """An executor whose ``submit()`` takes scheduling keywords."""
+
+    @abc.abstractmethod
+    def _schedule(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        expires: float | timedelta | datetime | None,
+    ) -> Future[Any]: ...
+
+    @abc.abstractmethod
+    def _schedule_recurring(
+        self,
+        fn: Callable[..., object],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        interval: float | timedelta,
+        fixed_rate: bool,
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+    ) -> Future[None]: ...
+
+    # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
+    # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
+    # and **kwargs: P.kwargs, so with scheduling keywords the callee's positional arguments
+    # are checked through a TypeVarTuple, and its keywords go through functools.partial.
+    # Type checkers take a bool for an int, which the runtime refuses as a priority: the
+    # first overload, marked deprecated, is how a checker flags such a call (pyright strict
+    # does; mypy with its "deprecated" error code enabled). The literal message is repeated
+    # because mypy reads only a literal there.
+    @overload
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, priority: bool, **kwargs: Any
+    ) -> Future[T]: ...
+
+    @overload
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
+
+    @overload
+    def submit(
+        self,
+        fn: Callable[[Unpack[Ts]], T],
+        /,
+        *args: Unpack[Ts],
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> Future[T]: ...
+
+    # mypy is right that the ParamSpec form lets a callee's own parameter named priority,
+    # delay, run_at or expires through, which this method takes for itself: those names are
+    # reserved, and reach a callee only through functools.partial. (The callee's arguments
+    # are typed object, not Any, which mypy finds incompatible with the TypeVarTuple form.)
+    def submit(  # type: ignore[misc]
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: object,
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+        **kwargs: object,
+    ) -> Future[T]:
+        """Schedule ``fn(*args, **kwargs)``; return its future.
+
+        ``priority``: an int, higher first among due tasks. ``delay`` (seconds or timedelta)
+        or ``run_at`` (datetime): when it becomes due, default now. ``expires`` (seconds or
+        timedelta from now, or a datetime): cancel it if it has not started by then.
+        """
+        return self._schedule(fn, args, kwargs, priority, delay, run_at, expires)
+
+    # Always with the scheduling keyword interval: see submit().
+    @overload
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
+    def submit_recurring(
+        self,
+        fn: Callable[..., object],
+        /,
+        *args: Any,
+        interval: float | timedelta,
+        priority: bool,
+        **kwargs: Any,
+    ) -> Future[None]: ...
+
+    @overload
+    def submit_recurring(
+        self,
+        fn: Callable[[Unpack[Ts]], object],
+        /,
+        *args: Unpack[Ts],
+        interval: float | timedelta,
+        fixed_rate: bool = False,
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> Future[None]: ...
+
+    def submit_recurring(
+        self,
+        fn: Callable[..., object],
+        /,
+        *args: object,
+        interval: float | timedelta,
+        fixed_rate: bool = False,
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        **kwargs: object,
+    ) -> Future[None]:
+        """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
+
+        First at ``delay``/``run_at`` (default now). Fixed delay by default: the next run is
+        due ``interval`` after the previous one ended. ``fixed_rate=True``: runs are due on
+        the grid ``first_due + k * interval``; slots that a long run overran are skipped.
+        The future stays pending while the series lives; ``cancel()`` stops it (a run in
+        progress finishes); a run that raises ends it with that exception.
+        """
+        if "expires" in kwargs:
+            # Reserved as in submit(), so that code moved from there fails rather than
+            # handing fn a keyword it never expected.
+            raise TypeError(
+                "submit_recurring() got an unexpected keyword argument 'expires': a series has"
+                " no start deadline (pass a callee's own 'expires' through functools.partial)"
+            )
+        return self._schedule_recurring(
+            fn, args, kwargs, interval, fixed_rate, priority, delay, run_at
+        )
+
+    # As typeshed types the builtin map(): fn is checked against up to three iterables. So a
+    # map() without iterables, which Executor.map() takes (and returns nothing for), is an
+    # error: the override is narrower.
+    @overload  # type: ignore[override]
+    @deprecated("priority must be an int, not a bool: this call raises TypeError")
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: bool,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A], T],
+        iterable: Iterable[A],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int | None = None,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A, B], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int | None = None,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[[A, B, C], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        iterable3: Iterable[C],
+        /,
+        *,
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int | None = None,
+    ) -> Iterator[T]: ...
+
+    @overload
+    def map(
+        self,
+        fn: Callable[..., T],
+        iterable1: Iterable[Any],
+        iterable2: Iterable[Any],
+        iterable3: Iterable[Any],
+        iterable4: Iterable[Any],
+        /,
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int | None = None,
+    ) -> Iterator[T]: ...
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        chunksize: int = 1,
+        priority: int | None = None,
+    ) -> Iterator[T]:
+        """As ``Executor.map``: results in input order; every call at ``priority``.
+
+        On a timeout or an early exit, the calls not yet returned are cancelled.
+        """
+        check_callable(fn)
+        if priority is not None:
+            check_priority(priority)
+        end_time = None if timeout is None else timeout + time.monotonic()
+        futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
+
+        def results() -> Iterator[T]:
+            try:
+                futures.reverse()  # pop() from the end: yielded futures are released
+                while futures:
+                    remaining = None if end_time is None else end_time - time.monotonic()
+                    yield _result_or_cancel(futures.pop(), remaining)
+            finally:
+                for future in futures:
+                    future.cancel()
+
+        return results()
+
+
+def _result_or_cancel(future: Future[T], timeout: float | None) -> T:
+    try:
+        try:
+            return future.result(timeout)
+        finally:
+            future.cancel()
+    finally:
+        # The future holds the exception, whose traceback holds this frame: break the cycle.
+        del future

@@ -1,0 +1,541 @@
+"""Lanes: per-kind limits (max_running, max_starts per window, cooldown) on shared workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import threading
+import time
+from concurrent.futures import CancelledError, Executor, ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from helpers import TIMEOUT, blocked_worker, stats_fields, wait_until
+
+from priority_executor import Lane, PriorityExecutor
+from priority_executor.testing import ManualClock
+
+
+class Log:
+    """Task bodies that record when they start (on the executor's clock) and, if asked,
+    wait for the test to release them."""
+
+    def __init__(self, clock: ManualClock | None = None) -> None:
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.started: list[tuple[str, float]] = []
+        self.gates: dict[str, threading.Event] = {}
+        self.active = 0
+        self.peak = 0
+
+    def job(self, label: str, *, hold: bool = False) -> Any:
+        gate = self.gates[label] = threading.Event()
+        if not hold:
+            gate.set()
+
+        def body() -> str:
+            now = self.clock.now() if self.clock is not None else time.monotonic()
+            with self.lock:
+                self.started.append((label, now))
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+            try:
+                assert gate.wait(TIMEOUT)
+            finally:
+                with self.lock:
+                    self.active -= 1
+            return label
+
+        return body
+
+    def release(self, label: str) -> None:
+        self.gates[label].set()
+
+    def labels(self) -> list[str]:
+        with self.lock:
+            return [label for label, _ in self.started]
+
+    def wait_for(self, count: int) -> None:
+        wait_until(lambda: len(self.started) >= count, what=f"{count} starts")
+
+
+def settle(ex: PriorityExecutor) -> None:
+    """Wait until no task is ready or running: the workers did all they can for now."""
+    wait_until(lambda: not ex.stats().ready and not ex.stats().running, what="idle workers")
+
+
+# -- the API --------------------------------------------------------------------------------
+
+
+def test_a_lane_is_an_executor_with_the_executors_surface() -> None:
+    with PriorityExecutor(2) as ex:
+        lane = ex.lane("io")
+        assert isinstance(lane, Executor)
+        assert isinstance(lane, Lane)
+        assert lane.name == "io"
+        assert lane.submit(pow, 2, 5).result(timeout=TIMEOUT) == 32
+        assert list(lane.map(str, range(3))) == ["0", "1", "2"]
+        assert "io" in repr(lane)
+        assert ex.lane(max_running=2, max_starts=3, per=2).name is None
+
+
+def test_named_lanes_are_one_per_name_and_keep_their_options() -> None:
+    with PriorityExecutor(1) as ex:
+        lane = ex.lane("github", max_starts=10, per=60)
+        assert ex.lane("github") is lane
+        assert ex.lane("github", max_starts=10) is lane
+        with pytest.raises(ValueError, match="max_starts"):
+            ex.lane("github", max_starts=20)
+        with pytest.raises(ValueError, match="cooldown"):
+            ex.lane("github", cooldown=1)
+        assert ex.lane() is not ex.lane()
+        lane.submit(int).result(timeout=TIMEOUT)  # the refusals changed nothing
+
+
+def test_an_idle_named_lane_is_forgotten() -> None:
+    with PriorityExecutor(1) as ex:
+        ex.lane("tenant", max_running=1).submit(int).result(timeout=TIMEOUT)
+        gc.collect()
+        # Nothing references it: a lane of that name may be made anew, with other options.
+        assert ex.lane("tenant", max_running=3).submit(int).result(timeout=TIMEOUT) == 0
+
+
+def test_a_named_lane_lives_on_while_its_cooldown_is_in_effect() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        ex.lane("device", max_running=1, cooldown=5).submit(int).result(timeout=TIMEOUT)
+        settle(ex)
+        gc.collect()
+        with pytest.raises(ValueError, match="cooldown"):
+            ex.lane("device", cooldown=1)
+        # Even dropped, the lane keeps its limit: the next task waits for the cooldown.
+        log = Log(clock)
+        ex.lane("device").submit(log.job("next"))
+        settle(ex)
+        assert log.labels() == []
+        clock.advance(5)
+        log.wait_for(1)
+        settle(ex)
+        clock.advance(5)
+        gc.collect()
+        assert ex.lane("device", cooldown=1).submit(int).result(timeout=TIMEOUT) == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_running": 0}, ValueError, "max_running"),
+        ({"max_running": True}, TypeError, "max_running"),
+        ({"max_running": 1.5}, TypeError, "max_running"),
+        ({"max_starts": 0}, ValueError, "max_starts"),
+        ({"max_starts": 5, "per": 0}, ValueError, "per"),
+        ({"max_starts": 5, "per": -1}, ValueError, "per"),
+        ({"max_starts": 5, "per": float("nan")}, ValueError, "per"),
+        ({"max_starts": 5, "per": "1s"}, TypeError, "per"),
+        ({"cooldown": -0.1}, ValueError, "cooldown"),
+        ({"cooldown": True}, TypeError, "cooldown"),
+        ({"priority": True}, TypeError, "priority"),
+        ({"priority": 1.0}, TypeError, "priority"),
+        ({"name": 42}, TypeError, "name"),
+    ],
+)
+def test_bad_lane_options_raise_at_lane_and_change_nothing(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with PriorityExecutor(1) as ex:
+        name = options.pop("name", "x")
+        with pytest.raises(error, match=match):
+            ex.lane(name, **options)
+        assert ex.lane("x", max_running=2).submit(int).result(timeout=TIMEOUT) == 0
+
+
+def test_timedelta_options() -> None:
+    with PriorityExecutor(1) as ex:
+        lane = ex.lane(max_starts=2, per=timedelta(seconds=3), cooldown=timedelta(0))
+        assert lane.submit(int).result(timeout=TIMEOUT) == 0
+
+
+def test_priority_none_means_the_lanes_default_and_a_calls_own_wins() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(1, clock=clock) as ex:
+        urgent = ex.lane(priority=5)
+        with blocked_worker(ex):
+            ex.submit(log.job("plain"))
+            urgent.submit(log.job("lane default"))
+            urgent.submit(log.job("own low"), priority=-1)
+            ex.submit(log.job("plain high"), priority=9)
+            assert [w.priority for w in ex.waiting()] == [9, 5, 0, -1]
+        log.wait_for(4)
+    assert log.labels() == ["plain high", "lane default", "plain", "own low"]
+
+
+# -- limits ---------------------------------------------------------------------------------
+
+
+def test_max_running_bounds_the_lanes_concurrency_and_no_other_lane_waits() -> None:
+    log = Log()
+    with PriorityExecutor(4) as ex:
+        lane = ex.lane(max_running=1)
+        held = [lane.submit(log.job(f"lane{i}", hold=True)) for i in range(3)]
+        log.wait_for(1)
+        # The lane's other tasks are throttled: they hold back no other task.
+        others = [ex.submit(log.job(f"other{i}")) for i in range(20)]
+        for future in others:
+            future.result(timeout=TIMEOUT)
+        stats = ex.stats()
+        assert (stats.throttled, stats.running) == (2, 1)
+        assert stats_fields(ex) == stats_fields(ex)  # a consistent snapshot
+        assert lane.stats().throttled == 2
+        for i in range(3):
+            log.release(f"lane{i}")
+        assert [f.result(timeout=TIMEOUT) for f in held] == ["lane0", "lane1", "lane2"]
+    assert [label for label in log.labels() if label.startswith("lane")] == [
+        "lane0",
+        "lane1",
+        "lane2",
+    ]
+
+
+def test_max_running_two_runs_two_at_once() -> None:
+    log = Log()
+    with PriorityExecutor(6) as ex:
+        lane = ex.lane(max_running=2)
+        futures = [lane.submit(log.job(f"t{i}", hold=True)) for i in range(6)]
+        log.wait_for(2)
+        wait_until(lambda: ex.stats().throttled == 4, what="four throttled")
+        assert log.active == 2
+        for i in range(6):
+            log.release(f"t{i}")
+        for future in futures:
+            future.result(timeout=TIMEOUT)
+    assert log.peak == 2
+
+
+def test_throttled_tasks_start_in_policy_order_within_their_lane() -> None:
+    log = Log()
+    with PriorityExecutor(2) as ex:
+        lane = ex.lane(max_running=1)
+        first = lane.submit(log.job("first", hold=True))
+        log.wait_for(1)
+        lane.submit(log.job("low"), priority=-5)
+        lane.submit(log.job("high"), priority=5)
+        lane.submit(log.job("normal"))
+        wait_until(lambda: ex.stats().throttled == 3, what="three throttled")
+        assert [w.state for w in ex.waiting()] == ["throttled"] * 3
+        log.release("first")
+        first.result(timeout=TIMEOUT)
+        log.wait_for(4)
+    assert log.labels() == ["first", "high", "normal", "low"]
+
+
+def test_max_starts_is_a_sliding_window() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(2, clock=clock) as ex:
+        lane = ex.lane(max_starts=2, per=10)
+        lane.submit(log.job("a"))
+        log.wait_for(1)
+        clock.advance(4)
+        for label in "bcde":
+            lane.submit(log.job(label))
+        log.wait_for(2)
+        settle(ex)
+        assert ex.stats().throttled == 3
+        clock.advance(5.9)  # t = 9.9: "a" still in the window
+        settle(ex)
+        assert len(log.started) == 2
+        clock.advance(0.1)  # t = 10: "a" left it
+        log.wait_for(3)
+        settle(ex)
+        assert len(log.started) == 3
+        clock.advance(4)  # t = 14: "b" left it
+        log.wait_for(4)
+        clock.advance(6)
+        log.wait_for(5)
+    assert log.started == [("a", 0), ("b", 4), ("c", 10), ("d", 14), ("e", 20)]
+
+
+def test_cooldown_counts_from_the_lanes_latest_end() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(2, clock=clock) as ex:
+        lane = ex.lane("device", max_running=1, cooldown=timedelta(seconds=0.5))
+        first = lane.submit(log.job("first", hold=True))
+        second = lane.submit(log.job("second"))
+        log.wait_for(1)
+        clock.advance(3)
+        log.release("first")  # ends at t = 3
+        first.result(timeout=TIMEOUT)
+        settle(ex)
+        assert not second.done()
+        assert ex.stats().throttled == 1
+        clock.advance(0.4)
+        settle(ex)
+        assert not second.done()
+        clock.advance(0.1)
+        assert second.result(timeout=TIMEOUT) == "second"
+    assert log.started == [("first", 0), ("second", 3.5)]
+
+
+def test_a_window_passing_releases_within_milliseconds_on_the_real_clock() -> None:
+    with PriorityExecutor(2) as ex:
+        lane = ex.lane(max_starts=1, per=0.2)
+        start = time.monotonic()
+        futures = [lane.submit(time.monotonic) for _ in range(4)]
+        starts = [future.result(timeout=TIMEOUT) - start for future in futures]
+    for i in range(1, 4):
+        assert starts[i] - starts[i - 1] >= 0.2 - 1e-3
+    assert starts[3] < 0.6 + 0.5  # generous: a loaded machine
+
+
+def test_limits_combine() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(3, clock=clock) as ex:
+        lane = ex.lane(max_running=2, max_starts=3, per=10, cooldown=1)
+        futures = [lane.submit(log.job(f"t{i}", hold=True)) for i in range(5)]
+        log.wait_for(2)  # max_running
+        wait_until(lambda: ex.stats().throttled == 3, what="three throttled")
+        log.release("t0")
+        futures[0].result(timeout=TIMEOUT)
+        wait_until(lambda: ex.stats().running == 1, what="one running")
+        assert ex.stats().throttled == 3  # the cooldown
+        clock.advance(1)  # t = 1: the cooldown passed; the third start of the window
+        log.wait_for(3)
+        log.release("t1")
+        log.release("t2")
+        futures[2].result(timeout=TIMEOUT)
+        settle(ex)
+        clock.advance(1)  # t = 2: the cooldown passed, but the window is full until t = 10
+        settle(ex)
+        assert len(log.started) == 3
+        clock.advance(8)  # t = 10: the two starts at t = 0 left the window
+        log.wait_for(5)
+        for i in range(3, 5):
+            log.release(f"t{i}")
+        for future in futures:
+            future.result(timeout=TIMEOUT)
+    assert [t for _, t in log.started] == [0, 0, 1, 10, 10]
+
+
+# -- with deadlines, cancel, shutdown, series, backends -------------------------------------
+
+
+def test_a_throttled_task_can_be_cancelled_and_expires() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(2, clock=clock) as ex:
+        lane = ex.lane(max_running=1)
+        busy = lane.submit(log.job("busy", hold=True))
+        log.wait_for(1)
+        cancelled = lane.submit(log.job("cancelled"))
+        expiring = lane.submit(log.job("expiring"), expires=5)
+        last = lane.submit(log.job("last"))
+        wait_until(lambda: ex.stats().throttled == 3)
+        assert cancelled.cancel()
+        assert cancelled.done()
+        clock.advance(5)
+        assert expiring.cancelled()
+        assert lane.stats().throttled == 1
+        log.release("busy")
+        assert last.result(timeout=TIMEOUT) == "last"
+        assert busy.result(timeout=TIMEOUT) == "busy"
+    assert log.labels() == ["busy", "last"]
+    stats = lane.stats()
+    assert (stats.completed, stats.cancelled, stats.expired) == (2, 1, 1)
+    assert ex.stats().expired == 1
+
+
+def test_shutdown_with_cancel_futures_cancels_throttled_tasks() -> None:
+    log = Log()
+    ex = PriorityExecutor(2)
+    lane = ex.lane(max_running=1)
+    busy = lane.submit(log.job("busy", hold=True))
+    log.wait_for(1)
+    throttled = [lane.submit(log.job(f"t{i}")) for i in range(3)]
+    wait_until(lambda: ex.stats().throttled == 3)
+    ex.shutdown(wait=False, cancel_futures=True)
+    assert all(future.cancelled() for future in throttled)
+    log.release("busy")
+    ex.shutdown()
+    assert busy.result() == "busy"
+    assert ex.stats().cancelled == 3
+
+
+def test_shutdown_waits_for_throttled_tasks() -> None:
+    log = Log()
+    ex = PriorityExecutor(2)
+    lane = ex.lane(max_running=1)
+    busy = lane.submit(log.job("busy", hold=True))
+    log.wait_for(1)
+    throttled = [lane.submit(log.job(f"t{i}")) for i in range(3)]
+    wait_until(lambda: ex.stats().throttled == 3)
+    threading.Timer(0.05, log.release, ("busy",)).start()
+    ex.shutdown(wait=True)
+    assert busy.done()
+    assert [future.result(timeout=0) for future in throttled] == ["t0", "t1", "t2"]
+
+
+def test_closing_a_lane_leaves_the_executor_and_other_lanes_running() -> None:
+    log = Log()
+    with PriorityExecutor(2) as ex:
+        other = ex.lane("other")
+        with ex.lane("closing", max_running=1) as lane:
+            busy = lane.submit(log.job("busy", hold=True))
+            log.wait_for(1)
+            waiting = lane.submit(log.job("waiting"))
+            series = lane.submit_recurring(log.job("series"), interval=60, delay=60)
+            threading.Timer(0.05, log.release, ("busy",)).start()
+        # The with block waited for the lane's tasks, and cancelled its series.
+        assert busy.done()
+        assert waiting.result(timeout=0) == "waiting"
+        assert series.cancelled()
+        with pytest.raises(RuntimeError, match="lane"):
+            lane.submit(int)
+        assert other.submit(int).result(timeout=TIMEOUT) == 0
+        assert ex.submit(int).result(timeout=TIMEOUT) == 0
+        # The name is free again.
+        assert ex.lane("closing") is not lane
+
+
+def test_closing_a_lane_with_cancel_futures_cancels_only_its_waiting_tasks() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        lane = ex.lane()
+        with blocked_worker(ex):
+            mine = [lane.submit(int), lane.submit(int, delay=5)]
+            theirs = ex.submit(int)
+            lane.shutdown(wait=False, cancel_futures=True)
+            assert all(future.cancelled() for future in mine)
+        assert theirs.result(timeout=TIMEOUT) == 0
+        assert lane.stats().cancelled == 2
+
+
+def test_a_series_in_a_lane_obeys_its_limits() -> None:
+    clock = ManualClock()
+    log = Log(clock)
+    with PriorityExecutor(2, clock=clock) as ex:
+        lane = ex.lane(max_starts=1, per=10)
+        series = lane.submit_recurring(log.job("run"), interval=1)
+        log.wait_for(1)
+        for _ in range(30):
+            clock.advance(1)
+            settle(ex)
+        series.cancel()
+    assert [t for _, t in log.started] == [0, 10, 20, 30]
+
+
+def test_a_backend_handed_off_task_counts_as_running() -> None:
+    log = Log()
+    with ThreadPoolExecutor(4) as backend, PriorityExecutor(4, backend=backend) as ex:
+        lane = ex.lane(max_running=1)
+        futures = [lane.submit(log.job(f"t{i}", hold=True)) for i in range(3)]
+        log.wait_for(1)
+        wait_until(lambda: ex.stats().throttled == 2)
+        assert log.active == 1
+        for i in range(3):
+            log.release(f"t{i}")
+        assert [future.result(timeout=TIMEOUT) for future in futures] == ["t0", "t1", "t2"]
+    assert log.peak == 1
+
+
+def test_waiting_shows_throttled_tasks_with_their_lane() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        lane = ex.lane("api", max_starts=1, per=60)
+        lane.submit(int).result(timeout=TIMEOUT)
+        throttled = lane.submit(str, priority=3)
+        later = lane.submit(int, delay=5)
+        settle(ex)
+        snapshot = ex.waiting()
+        assert [(w.future, w.state, w.lane) for w in snapshot] == [
+            (throttled, "throttled", "api"),
+            (later, "scheduled", "api"),
+        ]
+        other = ex.submit(int, delay=1)
+        assert [w.future for w in lane.waiting()] == [throttled, later]
+        assert [w.future for w in ex.waiting()] == [throttled, other, later]
+        clock.advance(60)
+        assert throttled.result(timeout=TIMEOUT) == ""
+        ex.shutdown(cancel_futures=True)
+    with pytest.raises(CancelledError):
+        later.result(timeout=0)
+
+
+def test_lane_stats_count_only_the_lanes_tasks() -> None:
+    with PriorityExecutor(2) as ex:
+        lane = ex.lane()
+        lane.submit(int).result(timeout=TIMEOUT)
+        failing = lane.submit(int, "x")
+        with pytest.raises(ValueError):
+            failing.result(timeout=TIMEOUT)
+        ex.submit(int).result(timeout=TIMEOUT)
+        stats = lane.stats()
+        assert (stats.completed, stats.failed) == (1, 1)
+        assert ex.stats().completed == 2
+
+
+def test_each_task_is_in_exactly_one_field_under_load() -> None:
+    with PriorityExecutor(4) as ex:
+        lanes = [ex.lane(max_running=1), ex.lane(max_starts=50, per=0.05), ex.lane(cooldown=0)]
+        futures = [lanes[i % 3].submit(int, i) for i in range(3000)]
+        futures += [ex.submit(int, i) for i in range(1000)]
+        for _ in range(20):
+            assert sum(stats_fields(ex).values()) == len(futures)
+        for future in futures:
+            future.result(timeout=TIMEOUT)
+    assert ex.stats().completed == 4000
+    assert sum(lane.stats().completed for lane in lanes) == 3000
+
+
+@pytest.mark.parametrize("cancel_futures", [False, True])
+def test_submits_cancels_and_shutdown_racing_keep_every_limit_and_lose_nothing(
+    cancel_futures: bool,
+) -> None:
+    ex = PriorityExecutor(6)
+    lanes = [ex.lane(f"lane{i}", max_running=i + 1) for i in range(3)]
+    lanes.append(ex.lane("window", max_starts=200, per=0.05, max_running=2))
+    active = [0] * len(lanes)
+    peaks = [0] * len(lanes)
+    lock = threading.Lock()
+
+    def body(i: int) -> int:
+        with lock:
+            active[i] += 1
+            peaks[i] = max(peaks[i], active[i])
+        time.sleep(0.0005)
+        with lock:
+            active[i] -= 1
+        return i
+
+    futures: list[Any] = []
+    futures_lock = threading.Lock()
+
+    def producer(seed: int) -> None:
+        for n in range(300):
+            i = (seed + n) % len(lanes)
+            try:
+                future = lanes[i].submit(body, i, expires=0.2 if n % 7 == 0 else None)
+            except RuntimeError:
+                return  # shut down
+            if n % 5 == 0:
+                future.cancel()
+            with futures_lock:
+                futures.append(future)
+
+    producers = [threading.Thread(target=producer, args=(seed,)) for seed in range(4)]
+    for thread in producers:
+        thread.start()
+    time.sleep(0.05)
+    ex.shutdown(wait=True, cancel_futures=cancel_futures)
+    for thread in producers:
+        thread.join(TIMEOUT)
+    assert all(future.done() for future in futures)
+    assert all(peak <= i + 1 for i, peak in enumerate(peaks[:3]))
+    assert peaks[3] <= 2
+    stats = ex.stats()
+    assert stats.scheduled == stats.ready == stats.throttled == stats.running == 0
+    assert stats.completed + stats.cancelled + stats.expired == len(futures)
+    assert sum(sum(dataclasses.astuple(lane.stats())) for lane in lanes) == len(futures)
