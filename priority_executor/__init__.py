@@ -1,9 +1,10 @@
 """A drop-in ``concurrent.futures.ThreadPoolExecutor`` with priorities, delays, start
-deadlines and recurring tasks."""
+deadlines, recurring tasks, lanes and retries."""
 
 from ._executor import PriorityExecutor
 from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
+from ._retry import Retry
 from ._stats import ExecutorStats
 from ._waiting import WaitingTask
 
@@ -17,6 +18,7 @@ __all__ = [
     "Priority",
     "PriorityExecutor",
     "PriorityFirst",
+    "Retry",
     "TaskInfo",
     "WaitingTask",
 ]

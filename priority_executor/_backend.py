@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
 
 from . import _lifecycle
 from ._recurring import RecurringTask
+from ._retry import RetryingTask
 from ._task import CANCELLED, COMPLETED, FAILED, OwnFuture, Tally, Task
 
 if TYPE_CHECKING:
@@ -76,9 +77,10 @@ class Backend:
     def run(self, task: Task, tally: Tally) -> None:
         """Run a claimed task's call in the backend, from a worker thread that waits for it."""
         scheduler = task.scheduler
-        if isinstance(task, RecurringTask):
-            # A series' future stays ours (cancelling it ends the series, not the run in
-            # progress): only the call goes to the backend.
+        if isinstance(task, (RecurringTask, RetryingTask)):
+            # The future of a series, or of a task tried again, stays ours (cancelling it
+            # stops what follows, not the call in progress): only each call goes to the
+            # backend, and a retry is handed off anew.
             task.run(tally, functools.partial(self._call, scheduler))
             return
         future, fn, args, kwargs = task.hand_over()

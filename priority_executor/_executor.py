@@ -13,7 +13,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import Any, Callable, Literal
 
 from . import _lifecycle
 from ._arguments import (
@@ -30,15 +30,13 @@ from ._clock import Clock, ManualClock, MonotonicClock
 from ._lanes import Lane, LaneState, make_lane_state
 from ._policies import Policy, PriorityFirst
 from ._recurring import Recurrence, RecurringTask
+from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._submitting import Submitter
 from ._task import ExpiringTask, LaneTask, OwnFuture, Task
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
-
-if TYPE_CHECKING:
-    from ._retry import Retry
 
 _DEFAULT_POLICY = PriorityFirst()
 _LANE_DEFAULTS = make_lane_state(None, None, None, None, 1.0, None, None).options()
@@ -50,7 +48,8 @@ class PriorityExecutor(Submitter):
 
     ``submit()`` also takes ``priority``, ``delay``, ``run_at`` and ``expires``; due tasks
     are taken in the order of ``policy``; ``clock`` replaces real time (see
-    ``priority_executor.testing.ManualClock``).
+    ``priority_executor.testing.ManualClock``); a failed task is tried again as ``retry``
+    says (see ``Retry``).
     """
 
     _counter = itertools.count().__next__
@@ -66,6 +65,7 @@ class PriorityExecutor(Submitter):
         policy: Policy = _DEFAULT_POLICY,
         clock: ManualClock | None = None,
         backend: Executor | Literal["process"] | None = None,
+        retry: Retry | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -79,6 +79,8 @@ class PriorityExecutor(Submitter):
         check_policy(policy)
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
+        check_retry(retry)
+        self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
         if self._backend is not None:
@@ -123,16 +125,36 @@ class PriorityExecutor(Submitter):
         if not callable(fn) or type(priority) is not int:  # one test on the common path
             check_callable(fn)
             check_priority(priority)
-        future: OwnFuture[Any] = self._future_type()
         scheduler = self._scheduler
+        retry = self._retry_for(lane)
+        future: OwnFuture[Any]
         task: Task
-        if lane is not None:
+        if retry is not None:
+            # Its future stays ours across attempts, with a backend too: each attempt's call
+            # is handed off.
+            future = OwnFuture()
+            task = RetryingTask(
+                scheduler,
+                fn,
+                args,
+                kwargs,
+                future,
+                priority,
+                due,
+                deadline=deadline,
+                lane=lane,
+                retry=retry,
+            )
+        elif lane is not None:
+            future = self._future_type()
             task = LaneTask(
                 scheduler, fn, args, kwargs, future, priority, due, deadline=deadline, lane=lane
             )
         elif deadline is None:
+            future = self._future_type()
             task = Task(scheduler, fn, args, kwargs, future, priority, due)
         else:
+            future = self._future_type()
             task = ExpiringTask(
                 scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
             )
@@ -169,11 +191,19 @@ class PriorityExecutor(Submitter):
             priority = 0 if lane is None else lane.priority
         check_priority(priority)
         future: OwnFuture[None] = OwnFuture()
-        task = RecurringTask(self._scheduler, fn, args, kwargs, future, priority, due)
+        task_args = (self._scheduler, fn, args, kwargs, future, priority, due)
+        retry = self._retry_for(lane)
+        task = (
+            RecurringTask(*task_args) if retry is None else RetryingSeries(*task_args, retry=retry)
+        )
         task.recurrence = Recurrence(due, period, fixed_rate)
         task.lane = lane
         self._scheduler.add(task, due <= now)
         return future
+
+    def _retry_for(self, lane: LaneState | None) -> Retry | None:
+        """A lane's retry policy replaces the executor's."""
+        return self._retry if lane is None or lane.retry is None else lane.retry
 
     def lane(
         self,

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import check_int, check_priority, seconds
+from ._retry import check_retry
 from ._stats import ExecutorStats
 from ._submitting import Submitter
 from ._task import INTAKE, READY, STARTED, STATES, TimerEntry
@@ -38,6 +39,7 @@ class LaneState:
 
     __slots__ = (
         "__weakref__",
+        "cancelled",
         "closed",
         "cooldown",
         "counts",
@@ -49,6 +51,7 @@ class LaneState:
         "name",
         "per",
         "priority",
+        "retries",
         "retry",
         "running",
         "starts",
@@ -81,6 +84,8 @@ class LaneState:
         self.timer: LaneTimer | None = None  # the live one, if any
         self.counts = [0] * STATES  # this lane's tasks in each state (INTAKE counts as READY)
         self.closed = False
+        self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
+        self.retries = 0  # retries queued so far
         self.drained: Any = None  # a threading.Event, once shut down with tasks left
         self.facade: weakref.ref[Lane] | None = None
 
@@ -139,12 +144,14 @@ class LaneState:
         self.running -= 1
         self.last_end = now
 
-    def moved(self, was: int | None, state: int) -> None:
-        """Count one of its tasks moved from ``was`` (None: a new one) into ``state``."""
+    def moved(self, was: int | None, state: int | None) -> None:
+        """Count one of its tasks moved from ``was`` (None: a new one) into ``state`` (None:
+        not counted until it is queued again)."""
         counts = self.counts
         if was is not None:
             counts[READY if was == INTAKE else was] -= 1
-        counts[READY if state == INTAKE else state] += 1
+        if state is not None:
+            counts[READY if state == INTAKE else state] += 1
 
     def busy(self) -> bool:
         """Whether any of its tasks waits or runs."""
@@ -203,6 +210,7 @@ def make_lane_state(
     for option, limit in (("max_running", max_running), ("max_starts", max_starts)):
         if limit is not None and check_int(option, limit) < 1:
             raise ValueError(f"{option} must be at least 1, not {limit}")
+    check_retry(retry)
     window = seconds("per", per, positive=True)
     pause = None if cooldown is None else seconds("cooldown", cooldown)
     return LaneState(name, priority or 0, max_running, max_starts, window, pause, retry)

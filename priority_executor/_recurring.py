@@ -70,6 +70,8 @@ class RecurringTask(Task):
             try:
                 call(self.fn, self.args, self.kwargs)
             except BaseException as exc:
+                if self.retry is not None and self.scheduler.try_again(self, exc):
+                    return  # tried again after a backoff, before the series would end
                 _LOGGER.error("Recurring task %r raised; its series ends", self.fn, exc_info=True)
                 tally[FAILED] += 1
                 self.fail(exc)

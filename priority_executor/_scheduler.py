@@ -28,6 +28,7 @@ import contextlib
 import copy
 import functools
 import itertools
+import logging
 import math
 import threading
 from collections import deque
@@ -41,6 +42,7 @@ from ._effects import Effects
 from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
+from ._retry import RetryingSeries, RetryingTask
 from ._stats import ExecutorStats
 from ._task import (
     CANCELLED,
@@ -64,6 +66,8 @@ from ._waiting import WaitingState, WaitingTask
 if TYPE_CHECKING:
     from ._workers import WorkerPool
 
+_LOGGER = logging.getLogger("priority_executor")
+
 
 class Scheduler:
     def __init__(self, clock: Clock, policy: Policy, workers: WorkerPool) -> None:
@@ -84,6 +88,9 @@ class Scheduler:
         self._broken: BaseException | None = None  # why nothing can run any more
         self._shutdown_requested: str | None = None  # by the GC finalizer: see request_shutdown
         self._drained = threading.Event()  # set once closed with nothing left to start
+        self._retries = 0  # retries queued so far: see try_again()
+        # By shutdown(cancel_futures=True): a failed attempt is not tried again.
+        self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
@@ -218,6 +225,71 @@ class Scheduler:
         finally:
             self._release()
         self._apply(effects)
+
+    def try_again(self, task: Task, exc: BaseException) -> bool:
+        """An attempt of a task with a retry policy raised ``exc``: queue the task again
+        when its policy says, and return True; or return False, and the caller ends the
+        task with ``exc``. The attempt's start is taken back: the task waits as if it had
+        never started, and is counted once, when its last attempt ends.
+
+        A shutdown that began since does not stop it: the task was accepted, and shutdown
+        waits for it (see _finished). ``cancel_futures``, a broken pool, a start deadline
+        that the retry would miss, or the task's cancellation do.
+        """
+        # The promoter, which a retry waits for, started with the task: a task with a retry
+        # policy is never queued without the lock (see add()).
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            now = self.clock.now()
+            wait = self._backoff(task, exc, now)
+            if wait is not None:
+                assert isinstance(task, (RetryingTask, RetryingSeries))  # they have a policy
+                task._when = now + wait
+                task._seq = self.next_seq()
+                task.attempt += 1
+                self._retries += 1
+                self._counts[STARTED] -= 1
+                if isinstance(task, RetryingTask) and task._deadline is not None:
+                    task._expiry = Expiry(task, task._deadline)  # the last died with the start
+                lane = task.lane
+                if lane is not None:
+                    lane.moved(STARTED, None)  # counted anew as it is queued
+                    lane.retries += 1
+                self._queue(task, None, effects)
+                if lane is not None:
+                    self._lane_run_over(lane, now, effects)
+                effects.later.append(
+                    functools.partial(
+                        _LOGGER.warning,
+                        "Task %r raised on attempt %d; attempt %d is due in %.3g s",
+                        task.fn,
+                        task.attempt - 1,
+                        task.attempt,
+                        wait,
+                        exc_info=exc,
+                    )
+                )
+        finally:
+            self._release()
+        self._apply(effects)
+        return wait is not None
+
+    def _backoff(self, task: Task, exc: BaseException, now: float) -> float | None:
+        """How long the task waits before its next attempt, or None if there is none: the
+        one place that asks a retry policy "again, and when?"."""
+        if task.future.done() or self._broken is not None or self._cancelled_all:
+            return None  # cancelled (or a series ended), or nothing may start any more
+        lane = task.lane
+        if lane is not None and lane.cancelled:
+            return None  # by the lane's shutdown(cancel_futures=True)
+        policy = task.retry
+        assert policy is not None
+        wait = policy.again(exc, task.attempt)
+        deadline = task._deadline
+        if wait is None or (deadline is not None and now + wait >= deadline):
+            return None  # the deadline bounds every attempt's start
+        return wait
 
     def _key_or_error(self, task: Task) -> Any:
         try:
@@ -562,15 +634,20 @@ class Scheduler:
             counts[state] += 1
             now = self.clock.now()
             lane.moved(STARTED, state)
-            lane.end(now)
             if task.recurrence is None:
                 cast(LaneTask, task).lane = None  # see _lane_claimed
-            if lane.throttled:
-                self._release_lane(lane, now, effects, worker_coming=True)
-            self._lane_settled(lane, effects)
+            self._lane_run_over(lane, now, effects)
         finally:
             self._release()
         self._apply(effects)
+
+    def _lane_run_over(self, lane: LaneState, now: float, effects: Effects) -> None:
+        """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
+        next task, which the worker that ran it, on its way to take(), may start."""
+        lane.end(now)
+        if lane.throttled:
+            self._release_lane(lane, now, effects, worker_coming=True)
+        self._lane_settled(lane, effects)
 
     def close_lane(self, lane: LaneState, cancel_futures: bool) -> None:
         """A lane's shutdown: it takes no more tasks; its series end; with
@@ -580,6 +657,7 @@ class Scheduler:
         try:
             lane.closed = True
             if cancel_futures:
+                lane.cancelled = True
                 for task in self._claim_waiting(CANCELLED, effects, lane):
                     effects.later.append(task.abandon)
             # Their done-callbacks end the series (see _end).
@@ -603,9 +681,10 @@ class Scheduler:
         self.lock.acquire()
         try:
             counts = list(lane.counts)
+            retries = lane.retries
         finally:
             self._release()
-        return _stats(counts)
+        return _stats(counts, retries)
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -674,6 +753,7 @@ class Scheduler:
             if self._closed is None:
                 self._closed = reason
             if cancel_futures:
+                self._cancelled_all = True
                 for task in self._claim_waiting(CANCELLED, effects):
                     effects.later.append(task.abandon)
             # Their done-callbacks end the series (see _end).
@@ -738,14 +818,22 @@ class Scheduler:
         return claimed
 
     def _finished(self) -> bool:
-        """Closed, and nothing waits to start: workers and promoter may exit."""
+        """Closed, and nothing waits to start or runs: workers and promoter may exit. A
+        running task counts: if it has a retry policy, a failed attempt queues it again."""
         counts = self._counts
         return (
             self._closed is not None
             and not counts[PENDING]
             and not counts[THROTTLED]
             and not self._ready_count()
+            and not self._running()
         )
+
+    def _running(self) -> int:
+        """Tasks started and not ended, under the lock. Starts are counted under it, ends in
+        the workers' tallies without it: a tally read before its worker counts an end only
+        makes this larger, and that worker looks again (in take()) once it has counted."""
+        return self._counts[STARTED] - sum(sum(tally) for tally in self.workers.tallies)
 
     def _wind_down(self) -> None:
         self._drained.set()
@@ -797,9 +885,10 @@ class Scheduler:
                     counts[state] += n
                     counts[STARTED] -= n
             counts[READY] += counts[INTAKE] + len(self._intake)
+            retries = self._retries
         finally:
             self._release()
-        return _stats(counts)
+        return _stats(counts, retries)
 
     def waiting(self, lane: LaneState | None = None) -> list[WaitingTask]:
         """Every task not started yet (of ``lane``, if given), in one snapshot taken under
@@ -839,7 +928,7 @@ class Scheduler:
         return snapshot
 
 
-def _stats(counts: list[int]) -> ExecutorStats:
+def _stats(counts: list[int], retries: int) -> ExecutorStats:
     return ExecutorStats(
         scheduled=counts[PENDING],
         ready=counts[READY],
@@ -849,6 +938,7 @@ def _stats(counts: list[int]) -> ExecutorStats:
         failed=counts[FAILED],
         cancelled=counts[CANCELLED],
         expired=counts[EXPIRED],
+        retries=retries,
     )
 
 

@@ -7,15 +7,18 @@ from dataclasses import dataclass
 class ExecutorStats:
     """A snapshot of where every task submitted to an executor stands.
 
-    Each task is in exactly one field. Each run of a recurring series counts once; a
-    cancelled series counts once more, in ``cancelled``.
+    Each task is in exactly one of the state fields. Each run of a recurring series counts
+    once; a cancelled series counts once more, in ``cancelled``. A task that is tried again
+    counts once, in the state its latest attempt left it in; ``retries`` counts events, not
+    tasks.
     """
 
-    scheduled: int  # waiting for its due time
+    scheduled: int  # waiting for its due time, or for a retry's
     ready: int  # due, waiting for a worker
     throttled: int  # due, held back by its lane's limits
     running: int
     completed: int  # returned normally
     failed: int  # raised, or could not be scheduled (a broken policy or pool)
     cancelled: int  # by the user or by shutdown(cancel_futures=True)
-    expired: int  # not started by its deadline
+    expired: int  # not started by its deadline (its first attempt, or a retry)
+    retries: int = 0  # retries queued so far

@@ -19,6 +19,7 @@ from . import _threads
 if TYPE_CHECKING:
     from ._lanes import LaneState
     from ._recurring import Recurrence
+    from ._retry import Retry
     from ._scheduler import Scheduler
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
@@ -101,6 +102,10 @@ class Task(TimerEntry):
     _expiry: Expiry | None = None
     recurrence: Recurrence | None = None  # set on the tasks of a recurring series
     lane: LaneState | None = None  # set on the tasks of a lane
+    # Set on the tasks tried again after a failure (see _retry): what the scheduler asks
+    # "again, and when?", and which attempt runs or waits.
+    retry: Retry | None = None
+    attempt = 1
 
     def __init__(
         self,
@@ -219,7 +224,7 @@ class LaneTask(ExpiringTask):
 
     __slots__ = ("lane",)
 
-    def __init__(self, *args: Any, deadline: float | None, lane: LaneState) -> None:
+    def __init__(self, *args: Any, deadline: float | None, lane: LaneState | None) -> None:
         super().__init__(*args, deadline=deadline)
         self.lane: LaneState | None = lane
 

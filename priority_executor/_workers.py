@@ -63,7 +63,10 @@ class WorkerPool:
             park = threading.Lock()
             park.acquire()
             tally = [0] * STATES
-            self._alive += 1  # before it runs: it may exit before start() returns
+            # Listed before it runs: it may count a task's end, then look whether anything
+            # still runs (see Scheduler._running), before start() returns.
+            self.tallies.append(tally)
+            self._alive += 1  # likewise: it may exit before start() returns
             try:
                 thread = _threads.start(
                     f"{self.name_prefix}_{len(self.threads)}",
@@ -75,10 +78,10 @@ class WorkerPool:
                 )
             except RuntimeError:  # a resource limit, or interpreter exit on 3.12+
                 self._alive -= 1
+                self.tallies.pop()  # the last one: starts are serialised by _spawning
                 if not self.threads:
                     raise
                 return  # the workers there are will do
-            self.tallies.append(tally)
             self.threads.append(thread)
 
     def wake_one(self) -> bool:

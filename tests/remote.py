@@ -67,3 +67,14 @@ def remember(value: object) -> None:
 
 def remembered() -> object:
     return _value
+
+
+def fail_until(path: str, failures: int) -> int:
+    """Raise ``failures`` times, counting calls in ``path`` (shared by every process), then
+    return the number of calls."""
+    with open(path, "a") as log:
+        log.write("x")
+    calls = len(Path(path).read_text())
+    if calls <= failures:
+        raise ValueError(f"call {calls}")
+    return calls
