@@ -134,30 +134,23 @@ class PriorityExecutor(Submitter):
             # is handed off.
             future = OwnFuture()
             task = RetryingTask(
-                scheduler,
-                fn,
-                args,
-                kwargs,
-                future,
-                priority,
-                due,
+                *(scheduler, fn, args, kwargs, future, priority, due),
                 deadline=deadline,
                 lane=lane,
                 retry=retry,
             )
-        elif lane is not None:
-            future = self._future_type()
-            task = LaneTask(
-                scheduler, fn, args, kwargs, future, priority, due, deadline=deadline, lane=lane
-            )
-        elif deadline is None:
-            future = self._future_type()
-            task = Task(scheduler, fn, args, kwargs, future, priority, due)
         else:
             future = self._future_type()
-            task = ExpiringTask(
-                scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
-            )
+            if lane is not None:
+                task = LaneTask(
+                    scheduler, fn, args, kwargs, future, priority, due, deadline=deadline, lane=lane
+                )
+            elif deadline is None:
+                task = Task(scheduler, fn, args, kwargs, future, priority, due)
+            else:
+                task = ExpiringTask(
+                    scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
+                )
         scheduler.add(task, due <= now)
         return future
 
