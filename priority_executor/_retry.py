@@ -128,6 +128,8 @@ def _rebuild(
 
 
 def check_retry(retry: object) -> None:
+    if retry is Retry:
+        raise TypeError("retry must be an instance such as Retry(3), not the class itself")
     if retry is not None and not isinstance(retry, Retry):
         raise TypeError(f"retry must be a Retry or None, not {type(retry).__name__}")
 

@@ -566,6 +566,12 @@ def test_bad_policy_fields_raise_naming_the_field(
 def test_the_executor_takes_only_a_retry_policy() -> None:
     with pytest.raises(TypeError, match=r"^retry must be a Retry"):
         PriorityExecutor(1, retry=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^retry must be an instance such as Retry\(3\)"):
+        PriorityExecutor(1, retry=Retry)  # type: ignore[arg-type]
+    with PriorityExecutor(1) as ex:
+        with pytest.raises(TypeError, match=r"^retry must be a Retry"):
+            ex.lane("api", retry="3")  # type: ignore[arg-type]
+        assert ex.lane("api").submit(int).result(TIMEOUT) == 0  # the refusal changed nothing
 
 
 def test_timedeltas_are_taken_as_backoffs() -> None:
