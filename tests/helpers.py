@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from priority_executor import PriorityExecutor
+from priority_executor import ExecutorStats, PriorityExecutor
 
 TIMEOUT = 10.0
 # Scripts write whole lines at once: print() writes its parts separately, and lines
@@ -89,6 +89,14 @@ def blocked_worker(
         yield release, future
     finally:
         release.set()
+
+
+def counts(**nonzero: int) -> dict[str, int]:
+    """What ``stats_fields()`` returns when only these fields are not zero."""
+    fields = {field.name: 0 for field in dataclasses.fields(ExecutorStats)}
+    del fields["retries"]
+    fields.update(nonzero)
+    return fields
 
 
 def stats_fields(ex: PriorityExecutor) -> dict[str, int]:

@@ -21,28 +21,10 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, as_completed, wa
 from typing import Callable
 
 import pytest
-from helpers import TIMEOUT, Boom, stats_fields, wait_until
+from helpers import TIMEOUT, Boom, counts, stats_fields, wait_until
 
 from priority_executor import Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
-
-
-def counts(**nonzero: int) -> dict[str, int]:
-    fields = dict.fromkeys(
-        (
-            "scheduled",
-            "ready",
-            "throttled",
-            "running",
-            "completed",
-            "failed",
-            "cancelled",
-            "expired",
-        ),
-        0,
-    )
-    fields.update(nonzero)
-    return fields
 
 
 def advance_to(clock: ManualClock, t: float) -> None:

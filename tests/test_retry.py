@@ -20,28 +20,10 @@ from typing import Any
 
 import pytest
 import remote
-from helpers import TIMEOUT, Boom, blocked_worker, call_bounded, stats_fields, wait_until
+from helpers import TIMEOUT, Boom, blocked_worker, call_bounded, counts, stats_fields, wait_until
 
 from priority_executor import Fifo, Lane, PriorityExecutor, Retry
 from priority_executor.testing import ManualClock
-
-
-def counts(**nonzero: int) -> dict[str, int]:
-    fields = dict.fromkeys(
-        (
-            "scheduled",
-            "ready",
-            "throttled",
-            "running",
-            "completed",
-            "failed",
-            "cancelled",
-            "expired",
-        ),
-        0,
-    )
-    fields.update(nonzero)
-    return fields
 
 
 class Flaky:
