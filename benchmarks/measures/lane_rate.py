@@ -4,7 +4,11 @@ Enough tasks for ``sizes.rate_seconds`` of starts are queued in the lane at once
 alone paces them. Each task reads ``time.monotonic``, the executor's clock, as its first line.
 Two figures come of those starts. The most starts in any window of 1 s (sliding, so every
 start opens one) may not exceed 100: it is judged on the worst repetition, since one window
-over is a broken promise. The sustained rate, the starts after the first window's 100 per
+over is a broken promise. A task reads the clock some microseconds after the executor let
+it start, and not as many for every task, so 101 starts can look as if they fell within 1 s
+when the executor's own start times (read in an ad-hoc probe) never do: the same count is
+also taken over windows shorter by ``SLACK``, which the limit must keep whatever that jitter.
+The sustained rate, the starts after the first window's 100 per
 second from the first start to the last, is 100/s for a limiter that admits each start the
 moment the window allows it; one that opens late, by polling or oversleeping, falls short.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Sequence
 from functools import partial
 from typing import Callable
 
@@ -25,6 +30,9 @@ MAX_STARTS = 100
 PER = 1.0
 LIMIT = MAX_STARTS / PER
 MIN_RATE = 95.0
+SLACK = 0.001
+"""Seconds of a task's own start jitter that the slack window leaves out; tens of µs seen."""
+STRICT, SLACKED, SUSTAINED = "peak", "peak, slack", "sustained"
 WORKERS = 4
 
 
@@ -44,15 +52,17 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
 
 def judge(measurement: Measurement) -> list[Row]:
     """No window may hold more than the limit; the sustained rate must reach ``MIN_RATE``."""
-    peaks = measurement.samples.get("peak", {}).get(PE)
-    sustained = measurement.medians("sustained").get(PE)
+    sustained = measurement.medians(SUSTAINED).get(PE)
     return [
-        limit_row(
-            measurement,
-            f"most starts in any {PER:g} s window, worst repetition",
-            max(peaks) if peaks else None,
-            target=f"<= {LIMIT:g}/s",
-            met=lambda peak: peak <= LIMIT,
+        *(
+            limit_row(
+                measurement,
+                f"most starts in any {window:g} s window, worst repetition",
+                worst(measurement, variant),
+                target=f"<= {MAX_STARTS}/{window:g} s",
+                met=lambda peak: peak <= LIMIT,
+            )
+            for variant, window in ((STRICT, PER), (SLACKED, PER - SLACK))
         ),
         limit_row(
             measurement,
@@ -62,6 +72,12 @@ def judge(measurement: Measurement) -> list[Row]:
             met=lambda rate: rate >= MIN_RATE,
         ),
     ]
+
+
+def worst(measurement: Measurement, variant: str) -> float | None:
+    """PE's highest figure of ``variant`` over the repetitions, if any."""
+    values = measurement.samples.get(variant, {}).get(PE)
+    return max(values) if values else None
 
 
 def limit_row(
@@ -100,8 +116,13 @@ def start_rates(tasks: int) -> dict[str, float]:
     if len(starts) != tasks:
         raise RuntimeError(f"{tasks - len(starts):,} of {tasks:,} tasks never started")
     starts.sort()
-    most = max(bisect.bisect_left(starts, start + PER) - i for i, start in enumerate(starts))
     return {
-        "peak": most / PER,
-        "sustained": (tasks - MAX_STARTS) / (starts[-1] - starts[0]),
+        STRICT: most_starts(starts, PER) / PER,
+        SLACKED: most_starts(starts, PER - SLACK) / PER,
+        SUSTAINED: (tasks - MAX_STARTS) / (starts[-1] - starts[0]),
     }
+
+
+def most_starts(starts: Sequence[float], window: float) -> int:
+    """The most of the sorted ``starts`` in any span [s, s + ``window``) opened by one of them."""
+    return max(bisect.bisect_left(starts, start + window) - i for i, start in enumerate(starts))
