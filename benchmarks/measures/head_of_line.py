@@ -40,7 +40,9 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
     """Each way of submitting the timed tasks, beside the throttled backlog and without it."""
     tasks = sizes.head_of_line_tasks
     trials = [
-        Trial(series, f"{series}, {variant}", partial(tasks_per_second, tasks, variant, beside))
+        Trial(
+            series, f"{series}, {variant}", partial(tasks_per_second, tasks, variant, beside=beside)
+        )
         for variant in (OTHER_LANE, PLAIN)
         for series, beside in ((PE, True), (ALONE, False))
     ]
@@ -69,7 +71,7 @@ def judge(measurement: Measurement) -> list[Row]:
     ]
 
 
-def tasks_per_second(tasks: int, variant: str, beside: bool) -> dict[str, float]:
+def tasks_per_second(tasks: int, variant: str, *, beside: bool) -> dict[str, float]:
     """Tasks/s of ``tasks`` no-ops submitted the ``variant`` way, ``beside`` the backlog or not.
 
     Raises RuntimeError when shutdown left a throttled task neither run nor cancelled.

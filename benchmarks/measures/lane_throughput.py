@@ -28,9 +28,15 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
     """PE with and without lanes, and TPE, ``sizes.throughput_tasks`` no-ops a run."""
     tasks = sizes.throughput_tasks
     trials = [
-        Trial(PE, f"PE, {LANES} lanes", partial(tasks_per_second, PRIORITY_EXECUTOR, tasks, True)),
-        Trial(NO_LANES, NO_LANES, partial(tasks_per_second, PRIORITY_EXECUTOR, tasks, False)),
-        Trial(TPE, TPE, partial(tasks_per_second, THREAD_POOL, tasks, False)),
+        Trial(
+            PE,
+            f"PE, {LANES} lanes",
+            partial(tasks_per_second, PRIORITY_EXECUTOR, tasks, in_lanes=True),
+        ),
+        Trial(
+            NO_LANES, NO_LANES, partial(tasks_per_second, PRIORITY_EXECUTOR, tasks, in_lanes=False)
+        ),
+        Trial(TPE, TPE, partial(tasks_per_second, THREAD_POOL, tasks, in_lanes=False)),
     ]
     samples, notes = interleave(trials, sizes.repetitions, progress)
     note = (
@@ -55,7 +61,7 @@ def judge(measurement: Measurement) -> list[Row]:
     ]
 
 
-def tasks_per_second(pool: Pool, tasks: int, in_lanes: bool) -> dict[str, float]:
+def tasks_per_second(pool: Pool, tasks: int, *, in_lanes: bool) -> dict[str, float]:
     """Submit ``tasks`` no-ops round-robin, to LANES lanes or to the executor; return tasks/s."""
     with running(pool, WORKERS) as executor:
         if in_lanes:
