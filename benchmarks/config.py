@@ -24,6 +24,9 @@ class Sizes:
     submit_batch: int
     cpu_tasks: int
     cpu_task_seconds: float
+    head_of_line_tasks: int
+    rate_seconds: float
+    retry_tasks: int
 
 
 FULL = Sizes(
@@ -42,6 +45,9 @@ FULL = Sizes(
     submit_batch=10_000,
     cpu_tasks=48,
     cpu_task_seconds=0.02,
+    head_of_line_tasks=10_000,
+    rate_seconds=10.0,
+    retry_tasks=10_000,
 )
 
 QUICK = Sizes(
@@ -60,6 +66,9 @@ QUICK = Sizes(
     submit_batch=1_000,
     cpu_tasks=8,
     cpu_task_seconds=0.015,
+    head_of_line_tasks=2_000,
+    rate_seconds=2.0,
+    retry_tasks=1_000,
 )
 
 SEED = 20_240_601

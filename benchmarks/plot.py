@@ -28,6 +28,9 @@ COLORS = {
     "PE process": "navy",
     "PE Dask": "tab:pink",
     "PPE": "tab:red",
+    "PE no lanes": "tab:cyan",
+    "PE alone": "tab:cyan",
+    "PE resubmit": "tab:cyan",
 }
 LOG_SCALE_SPREAD = 30
 """Use a log scale when the largest median exceeds the smallest this many times."""

@@ -8,7 +8,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from queue import SimpleQueue
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from benchmarks.results import PE, TPE
 from benchmarks.runner import TIMEOUT, wait_all
@@ -25,6 +25,14 @@ def priority_executor(max_workers: int, **options: Any) -> Executor:
 
     executor: Executor = PriorityExecutor(max_workers=max_workers, **options)
     return executor
+
+
+def lane(executor: Executor, name: str, **limits: Any) -> Executor:
+    """The lane ``name`` of ``executor``, a PriorityExecutor, with ``limits`` (see its ``lane``)."""
+    from priority_executor import PriorityExecutor
+
+    lanes = cast(PriorityExecutor, executor)
+    return lanes.lane(name, **limits)
 
 
 Submit = Callable[..., Future[Any]]

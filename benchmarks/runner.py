@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 import tracemalloc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
@@ -84,6 +85,14 @@ def wait_all(futures: Iterable[Future[Any]]) -> None:
     _, not_done = wait(list(futures), timeout=TIMEOUT)
     if not_done:
         raise TimeoutError(f"{len(not_done)} tasks still unfinished after {TIMEOUT:g} s")
+
+
+def completion_rate(submit_all: Callable[[], Sequence[Future[Any]]]) -> float:
+    """Tasks per second from the first submit of ``submit_all`` to the last of its tasks done."""
+    start = time.perf_counter()
+    futures = submit_all()
+    wait_all(futures)
+    return len(futures) / (time.perf_counter() - start)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The ten measures, in the order they run and are reported.
+"""The fourteen measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -18,10 +18,14 @@ from benchmarks.config import Sizes
 from benchmarks.measures import (
     cancellation,
     cpu,
+    head_of_line,
     idle,
+    lane_rate,
+    lane_throughput,
     latency,
     lateness,
     memory,
+    retries,
     submit_cost,
     throughput,
 )
@@ -79,6 +83,18 @@ MEASURES = (
     Measure(8, "cancel", "submit + cancel, then gc", cancellation.run, cancellation.judge),
     Measure(9, "submit", "submit cost by backlog", submit_cost.run, submit_cost.judge),
     Measure(10, "cpu", "CPU-bound work", cpu.run, cpu.judge),
+    Measure(
+        11, "lanes", "no-op throughput in 100 lanes", lane_throughput.run, lane_throughput.judge
+    ),
+    Measure(
+        12,
+        "head-of-line",
+        "throughput beside a throttled lane",
+        head_of_line.run,
+        head_of_line.judge,
+    ),
+    Measure(13, "lane-rate", "lane start rate, 100 per 1 s", lane_rate.run, lane_rate.judge),
+    Measure(14, "retries", "retry lateness", retries.run, retries.judge),
 )
 
 

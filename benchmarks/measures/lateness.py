@@ -70,6 +70,12 @@ def lateness(scheduler: Scheduler, delays: Sequence[float], backlog: int) -> dic
     return {"p50": percentile(late, 50), "p99": percentile(late, 99)}
 
 
+def seeded_delays(tasks: int, window: float) -> list[float]:
+    """``tasks`` random delays in [0, ``window``] seconds, the same ones in every run."""
+    rng = random.Random(SEED)
+    return [rng.uniform(0, window) for _ in range(tasks)]
+
+
 class StartLog:
     """Each task's start on the runner's clock, and an Event set once the last one started."""
 
@@ -92,8 +98,7 @@ class StartLog:
 def _measure(
     sizes: Sizes, progress: Progress, schedulers: Sequence[Scheduler], backlog: int
 ) -> Measurement:
-    rng = random.Random(SEED)
-    delays = [rng.uniform(0, sizes.lateness_window) for _ in range(sizes.lateness_tasks)]
+    delays = seeded_delays(sizes.lateness_tasks, sizes.lateness_window)
     notes = [
         f"{len(delays):,} tasks, delays in [0, {sizes.lateness_window:g} s], {WORKERS} workers"
     ]

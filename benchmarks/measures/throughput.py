@@ -13,7 +13,6 @@ revision (``--baseline``), if any, runs both ways too, and is viewed the same wa
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -39,7 +38,7 @@ from benchmarks.results import (
     baseline_rows,
     with_series,
 )
-from benchmarks.runner import Progress, Trial, interleave, wait_all
+from benchmarks.runner import Progress, Trial, completion_rate, interleave
 
 WORKER_COUNTS = (1, 4)
 PRIORITIES = (-10, 10)
@@ -147,14 +146,11 @@ def tasks_per_second(
     """
     with running(pool, workers) as executor:
         submit: Submit = executor.submit
-        start = time.perf_counter()
         if priorities is None:
-            futures = [submit(noop) for _ in range(tasks)]
+            rate = completion_rate(lambda: [submit(noop) for _ in range(tasks)])
         else:
-            futures = [submit(noop, priority=priority) for priority in priorities]
-        wait_all(futures)
-        elapsed = time.perf_counter() - start
-    return {workers_label(workers): tasks / elapsed}
+            rate = completion_rate(lambda: [submit(noop, priority=p) for p in priorities])
+    return {workers_label(workers): rate}
 
 
 def workers_label(workers: int) -> str:
