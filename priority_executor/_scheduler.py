@@ -197,7 +197,7 @@ class Scheduler:
             self._counts[PENDING] += 1
             self._push_timer(task, effects)
         elif not self._make_ready(task, key):
-            effects.later.append(self._start_worker)
+            self._more_workers(effects)
         if task.lane is not None:
             task.lane.moved(None, task.state)
         if task._expiry is not None and task.state != FAILED:
@@ -331,6 +331,12 @@ class Scheduler:
         if entry._when < self.promoter.sleeps_until:
             effects.later.append(self.promoter.wake)
 
+    def _more_workers(self, effects: Effects) -> None:
+        """A task was made ready and no idle worker took it: start one more, if the pool
+        may grow (checked here, so that a full pool leaves no effect to apply)."""
+        if len(self.workers.threads) < self.workers.max_workers:
+            effects.later.append(self._start_worker)
+
     def _start_worker(self) -> None:
         # A worker runs already (add() saw to it): one more that cannot start is no loss.
         with contextlib.suppress(RuntimeError):
@@ -390,7 +396,7 @@ class Scheduler:
                 if entry.lane is not None:
                     entry.lane.moved(PENDING, INTAKE)
                 if not self._make_ready(entry, key):
-                    effects.later.append(self._start_worker)
+                    self._more_workers(effects)
             elif isinstance(entry, LaneTimer) and entry.live():
                 self._alarms -= 1
                 entry.lane.timer = None
@@ -399,9 +405,10 @@ class Scheduler:
             self._discarded(effects)
 
     def _apply(self, effects: Effects) -> None:
-        # Callbacks of this executor's futures run here: they must not wait for it.
-        with _threads.acting_for(self):
-            _effects.apply(effects)
+        if effects.later or effects.finally_ or effects.drop:  # most locked sections leave none
+            # Callbacks of this executor's futures run here: they must not wait for it.
+            with _threads.acting_for(self):
+                _effects.apply(effects)
 
     # -- workers -----------------------------------------------------------------------------
 
@@ -561,7 +568,7 @@ class Scheduler:
             if worker_coming:
                 worker_coming = False  # it takes this one
             elif not (workers.idle and workers.wake_one()):
-                effects.later.append(self._start_worker)
+                self._more_workers(effects)
         if not throttled:
             self._throttling.discard(lane)
         elif room == 0:
