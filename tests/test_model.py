@@ -641,9 +641,24 @@ class ExecutorMachine(RuleBasedStateMachine):
             check_future(future, task)
         for future, series in self.series_futures:
             check_series_future(future, series)
+        self.check_waiting()
         self.check_lane_limits(journal)
         if stats.running < m.workers:
             self.check_nothing_startable_waits(journal)
+
+    def check_waiting(self) -> None:
+        """``waiting()`` shows each waiting task in the model's state, with the model's due
+        time: a retry's is its backoff after the failed attempt ended."""
+        tasks: dict[Future[Any], MTask | None] = dict(self.futures)
+        tasks.update((future, series.run) for future, series in self.series_futures)
+        states = {"pending": "scheduled", "ready": "ready", "throttled": "throttled"}
+        expected = sorted((t.label, states[t.state], t.due - self.m.now) for t in self.m.waiting())
+        shown = []
+        for waiting in self.ex.waiting():
+            task = tasks[waiting.future]
+            assert task is not None
+            shown.append((task.label, waiting.state, waiting.due_in))
+        assert sorted(shown) == expected
 
     def lane_usage(self, journal: list[tuple[str, str, float]], lane: MLane) -> LaneUsage:
         """How the executor used ``lane``, replayed from the journal; every start checked
