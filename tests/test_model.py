@@ -192,8 +192,8 @@ class MTask:
         self.lane = lane
         self.retry = retry
         self.attempt = 1
-        # The exception its future gets, as (class, args): set when it failed, or when its
-        # retry did not start by the deadline.
+        # The last failed attempt's exception, as (class, args): what its future gets if no
+        # attempt follows, or if the retry does not start by the deadline.
         self.error: tuple[type[Exception], tuple[Any, ...]] | None = None
         self.cancel_requested = False  # cancelled during an attempt (it has a retry policy)
         # pending, ready, throttled, running, completed, failed, cancelled, expired, void
