@@ -37,6 +37,7 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _effects, _threads
+from ._arguments import check_deadline
 from ._clock import Clock
 from ._effects import Effects
 from ._lanes import LaneState, LaneTimer
@@ -56,8 +57,10 @@ from ._task import (
     STATES,
     THROTTLED,
     VOID,
+    ExpiringTask,
     Expiry,
     LaneTask,
+    OwnFuture,
     Task,
     TimerEntry,
 )
@@ -179,8 +182,10 @@ class Scheduler:
         self._apply(effects)
         return taken_back
 
-    def _queue(self, task: Task, key: Any, effects: Effects) -> None:
-        """Queue a task under the lock: to the workers if it is due, else to wait."""
+    def _queue(self, task: Task, key: Any, effects: Effects, held: bool = False) -> None:
+        """Queue a task under the lock: to the workers if it is due, else to wait.
+        ``held``: a due task goes straight back behind its lane's limits (a throttled task
+        rescheduled), where the lane releases it when it has room."""
         if task.recurrence is not None:
             self._recurring.add(task)
         # The due time was computed from a time read before the lock: a ManualClock may have
@@ -196,6 +201,11 @@ class Scheduler:
             task.state = PENDING
             self._counts[PENDING] += 1
             self._push_timer(task, effects)
+        elif held:
+            assert task.lane is not None
+            task.state = THROTTLED
+            self._counts[THROTTLED] += 1
+            self._hold(task.lane, (*key, task._seq, task))
         elif not self._make_ready(task, key):
             effects.later.append(self._start_worker)
         if task.lane is not None:
@@ -534,10 +544,14 @@ class Scheduler:
         self._counts[THROTTLED] += 1
         lane.moved(READY, THROTTLED)
         task.state = THROTTLED
-        heappush(lane.throttled, entry)
-        self._throttling.add(lane)
+        self._hold(lane, entry)
         self._release_lane(lane, now, effects, worker_coming=True)
         return False
+
+    def _hold(self, lane: LaneState, entry: tuple[Any, ...]) -> None:
+        """Put a ready-heap entry of a task counted THROTTLED in its lane's heap."""
+        heappush(lane.throttled, entry)
+        self._throttling.add(lane)
 
     def _release_lane(
         self, lane: LaneState, now: float, effects: Effects, *, worker_coming: bool = False
@@ -685,6 +699,71 @@ class Scheduler:
         finally:
             self._release()
         return _stats(counts, retries)
+
+    # -- live control ------------------------------------------------------------------------
+
+    def reschedule(
+        self,
+        future: OwnFuture[Any],
+        priority: int | None,
+        due: float | None,
+        deadline: float | None,
+        now: float,
+    ) -> bool:
+        """Give the task of ``future``, if it has not started, a new ``priority``, ``due``
+        time or start ``deadline`` (None: unchanged), checked by the caller (but for the
+        deadline against the due time, which only this knows for sure); else return False
+        and change nothing. ``now``: when the caller read the clock. O(log n).
+
+        The task is replaced by a copy with the new values (see ``Task.replacement``),
+        queued afresh with a new ``seq``: so it counts as submitted now among equals. The
+        original is claimed VOID: a dead entry wherever it stood, which its heap skips and
+        compacts as it does cancelled tasks. Whoever takes the lock first wins: a worker
+        that started the task, a cancel() or an expiry that claimed it make this return
+        False; once this has returned True, each of them finds the copy.
+        """
+        if not self.manual_time and (due is not None or deadline is not None):
+            # A timer may now wait: a task that was due when submitted started no promoter.
+            self.promoter.start()
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            task = future._task
+            assert task is not None
+            was = task.state
+            if was > READY:
+                return False
+            when = task._when if due is None else due
+            new_deadline = task._deadline if deadline is None else deadline
+            if new_deadline is not None and (due is not None or deadline is not None):
+                check_deadline(now, when, new_deadline)  # before anything changes
+            if priority is None and due is None and deadline is None:
+                return True
+            # Why a plain Task's copy is an ExpiringTask: see Task.replacement.
+            plain = deadline is not None and type(task) is Task
+            new = task.replacement(ExpiringTask if plain else None)
+            if not future._replace_task(task, new):
+                return False  # cancelled: its done-callback, on its way, claims the task
+            if priority is not None:
+                new._priority = priority
+            new._when = when
+            new._seq = self.next_seq()
+            if new_deadline is not None:
+                expiring = cast(ExpiringTask, new)  # a plain Task's copy is one by now
+                expiring._deadline = new_deadline
+                expiring._expiry = Expiry(new, new_deadline)  # the original's dies with it
+            if task.recurrence is not None:
+                self._recurring.discard(task)
+            # Queued before the original is claimed: its lane never looks idle meanwhile
+            # (a lane's shutdown(wait=True) would return).
+            self._queue(new, None, effects, held=was == THROTTLED)
+            self._claim(task, VOID, effects)
+            task.hand_over()  # the copy holds the call: nothing is freed here
+            self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+        return True
 
     # -- cancellation ------------------------------------------------------------------------
 
