@@ -51,7 +51,10 @@ class PriorityExecutor(Submitter):
     are taken in the order of ``policy``; ``clock`` replaces real time (see
     ``priority_executor.testing.ManualClock``); a failed task is tried again as ``retry``
     says (see ``Retry``). ``reschedule()`` changes a task that has not started;
-    ``waiting()`` shows every such task.
+    ``waiting()`` shows every such task. With ``max_waiting``, a submit blocks while that
+    many tasks wait to start (a series counts once), unless it comes from one of the
+    executor's own tasks or callbacks, and raises ``RuntimeError`` if shutdown begins
+    while it waits.
     """
 
     _counter = itertools.count().__next__
@@ -68,6 +71,7 @@ class PriorityExecutor(Submitter):
         clock: ManualClock | None = None,
         backend: Executor | Literal["process"] | None = None,
         retry: Retry | None = None,
+        max_waiting: int | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -82,6 +86,8 @@ class PriorityExecutor(Submitter):
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         check_retry(retry)
+        if max_waiting is not None and check_int("max_waiting", max_waiting) < 1:
+            raise ValueError(f"max_waiting must be at least 1, not {max_waiting}")
         self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
@@ -94,7 +100,7 @@ class PriorityExecutor(Submitter):
         self._policy = policy
         name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
-        self._scheduler = scheduler = Scheduler(self._clock, policy, workers)
+        self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
         # Garbage collection may run it in any thread, even one that holds the scheduler's
         # lock: it only asks the executor's own threads to shut it down.

@@ -40,6 +40,7 @@ from . import _effects, _threads
 from ._arguments import check_deadline
 from ._clock import Clock
 from ._effects import Effects
+from ._gate import Gate
 from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
@@ -73,7 +74,9 @@ _LOGGER = logging.getLogger("priority_executor")
 
 
 class Scheduler:
-    def __init__(self, clock: Clock, policy: Policy, workers: WorkerPool) -> None:
+    def __init__(
+        self, clock: Clock, policy: Policy, workers: WorkerPool, max_waiting: int | None
+    ) -> None:
         self._key = key_function(policy)
         self.clock = clock
         self.workers = workers
@@ -95,15 +98,21 @@ class Scheduler:
         # By shutdown(cancel_futures=True): a failed attempt is not tried again.
         self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
+        # Where a submit waits while max_waiting tasks wait (see add_when_room).
+        self.gate = None if max_waiting is None else Gate(max_waiting)
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
 
     # -- intake ------------------------------------------------------------------------------
 
-    def add(self, task: Task, due_now: bool) -> None:
+    def add(self, task: Task, due_now: bool, admitted: bool = False) -> None:
         """Queue a new task, already due or not. If this raises (the executor takes no more
         work, no thread could start, a policy raised ``KeyboardInterrupt``), nothing of the
-        task stays queued or counted."""
+        task stays queued or counted. With ``max_waiting``, wait for room first, unless
+        ``admitted`` (see ``_add_when_room``)."""
+        if self.gate is not None and not admitted:  # the one test of the plain path
+            self._add_when_room(self.gate, task, due_now)
+            return
         key = None
         if due_now:
             try:
@@ -134,12 +143,51 @@ class Scheduler:
         self.lock.acquire()
         try:
             self._check_open()
-            if task.lane is not None and task.lane.closed:
-                raise RuntimeError("cannot schedule new futures after the lane's shutdown")
+            if task.lane is not None:
+                _check_lane_open(task.lane)
             self._queue(task, key, effects)
         finally:
             self._release()
         self._apply(effects)
+
+    def _add_when_room(self, gate: Gate, task: Task, due_now: bool) -> None:
+        """``add()`` with ``max_waiting``: first wait until fewer than that many tasks wait
+        to start. Not in one of the executor's own threads: a task or a callback that
+        waited there would hold up a worker, the very thing that makes room (once every
+        worker waited so, nothing would), so it is let through."""
+        if _threads.owned_by(self):
+            self.add(task, due_now, admitted=True)
+            return
+        gate.enter(functools.partial(self._take_room, gate, task.lane))
+        added = False
+        try:
+            self.add(task, due_now, admitted=True)
+            added = True
+        finally:
+            self.lock.acquire()
+            gate.entering -= 1
+            self._release()
+            # The room it held now holds its task, unless the task is not waiting: refused,
+            # failed by its policy, or started already. Then it is another submit's.
+            if not added or task.state > READY:
+                gate.wake()
+
+    def _take_room(self, gate: Gate, lane: LaneState | None) -> bool:
+        """Hold room for one more waiting task, if there is any; raise if the executor, or
+        the lane, takes no more tasks: a submit blocked when shutdown begins raises."""
+        self.lock.acquire()
+        try:
+            self._check_open()
+            if lane is not None:
+                _check_lane_open(lane)
+            counts = self._counts
+            waiting = counts[PENDING] + counts[THROTTLED] + self._ready_count() + gate.entering
+            room = waiting < gate.limit
+            if room:
+                gate.entering += 1
+        finally:
+            self._release()
+        return room
 
     def _fail_new(self, task: Task, exc: Exception) -> None:
         self.lock.acquire()
@@ -488,6 +536,8 @@ class Scheduler:
             # look, made after the release: one of them takes over if work is left to take.
             if idle and (finished or self._ready_count()):
                 workers.wake_one()
+            if self.gate is not None:
+                self.gate.wake()  # a task started: its room is free
             if finished:
                 self._wind_down()
 
@@ -819,6 +869,8 @@ class Scheduler:
         if len(ready) > 2 * self._counts[READY]:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
+        if self.gate is not None:
+            effects.later.append(self.gate.wake)  # their room is free, or shutdown began
         if self._finished():
             effects.finally_.append(self._wind_down)
 
@@ -947,6 +999,8 @@ class Scheduler:
             self._counts[state] = 0
         self.promoter = Promoter(self, self.promoter.name)
         self.promoter.retire()
+        if self.gate is not None:
+            self.gate = Gate(self.gate.limit)  # its lock may be held by a parent's thread
         self.workers.forget_threads()
         self._drained = threading.Event()
         self._drained.set()
@@ -1032,6 +1086,11 @@ def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
         expires_in=None if deadline is None else deadline - now,
         lane=None if task.lane is None else task.lane.name,
     )
+
+
+def _check_lane_open(lane: LaneState) -> None:
+    if lane.closed:
+        raise RuntimeError("cannot schedule new futures after the lane's shutdown")
 
 
 def _fail_fresh(task: Task, exc: BaseException) -> None:

@@ -9,7 +9,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from helpers import TIMEOUT, Boom, blocked_worker, in_thread, stats_fields, wait_until
+from helpers import (
+    TIMEOUT,
+    Boom,
+    blocked_worker,
+    in_thread,
+    shutdown_bounded,
+    stats_fields,
+    wait_until,
+)
 from test_interleavings import Pause, pause_before
 
 from priority_executor import PriorityExecutor, Retry, WaitingTask
@@ -483,3 +491,153 @@ def test_reschedule_under_running_workers_loses_and_repeats_nothing(round_: int)
             future.result(timeout=TIMEOUT)
     assert sorted(runs) == list(range(400))
     assert ex.stats().completed == 400
+
+
+# -- max_waiting ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(0, ValueError), (-3, ValueError), (1.5, TypeError), (True, TypeError)]
+)
+def test_bad_max_waiting_raises_at_the_constructor(value: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_waiting"):
+        PriorityExecutor(1, max_waiting=value)
+
+
+def blocked_submits(ex: PriorityExecutor) -> int:
+    gate = ex._scheduler.gate
+    assert gate is not None
+    return gate._blocked
+
+
+def submit_in_background(submit: Any) -> tuple[dict[str, Any], threading.Thread]:
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["future"] = submit()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    return outcome, in_thread(run)
+
+
+@pytest.mark.parametrize("round_", range(20))
+def test_max_waiting_bounds_what_waits_under_many_producers_and_loses_nothing(
+    round_: int,
+) -> None:
+    limit, producers, each = 5, 8, 150
+    ran: list[int] = []
+    highest = 0
+    with PriorityExecutor(2, max_waiting=limit) as ex:
+        stop = threading.Event()
+
+        def monitor() -> None:
+            nonlocal highest
+            while not stop.is_set():
+                stats = ex.stats()
+                highest = max(highest, stats.scheduled + stats.ready + stats.throttled)
+
+        watcher = in_thread(monitor)
+        lane = ex.lane(max_running=1)
+
+        def produce(base: int) -> None:
+            for i in range(each):
+                target = lane if i % 5 == 0 else ex
+                target.submit(ran.append, base + i, priority=i % 3)
+
+        threads = [in_thread(produce, k * 1000) for k in range(producers)]
+        for thread in threads:
+            thread.join(TIMEOUT)
+            assert not thread.is_alive()
+        ex.shutdown(wait=True)
+        stop.set()
+        watcher.join(TIMEOUT)
+    assert 0 < highest <= limit
+    assert sorted(ran) == sorted(k * 1000 + i for k in range(producers) for i in range(each))
+
+
+def test_a_blocked_submit_goes_on_when_a_task_starts_or_leaves() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock, max_waiting=2) as ex:
+        series = ex.submit_recurring(int, interval=5, delay=5)  # counts once, run after run
+        lane = ex.lane()
+        delayed = lane.submit(int, delay=5)
+        outcome, thread = submit_in_background(lambda: ex.submit(int, delay=10))
+        wait_until(lambda: blocked_submits(ex) == 1, what="the submit to block")
+        clock.advance(5)  # both start: room for it
+        thread.join(TIMEOUT)
+        assert "future" in outcome
+        assert delayed.result(timeout=TIMEOUT) == 0
+        wait_until(lambda: ex.stats().scheduled == 2, what="the series' next run")
+        outcome, thread = submit_in_background(lambda: lane.submit(int))
+        wait_until(lambda: blocked_submits(ex) == 1, what="the lane's submit to block")
+        assert outcome == {}
+        assert series.cancel()  # its waiting run leaves the waiting states: room
+        thread.join(TIMEOUT)
+        assert outcome["future"].result(timeout=TIMEOUT) == 0
+        clock.advance(10)
+
+
+@pytest.mark.parametrize("cancel_futures", [False, True])
+def test_shutdown_releases_a_blocked_submit_with_runtime_error(cancel_futures: bool) -> None:
+    clock = ManualClock()
+    ex = PriorityExecutor(1, clock=clock, max_waiting=1)
+    held = ex.submit(int, delay=10)
+    blocked = [
+        submit_in_background(submit)
+        for submit in (
+            lambda: ex.submit(int),
+            lambda: ex.lane("x").submit_recurring(int, interval=1),
+        )
+    ]
+    wait_until(lambda: blocked_submits(ex) == 2, what="both submits to block")
+    ex.shutdown(wait=False, cancel_futures=cancel_futures)
+    for outcome, thread in blocked:
+        thread.join(TIMEOUT)
+        assert isinstance(outcome["error"], RuntimeError)
+    assert blocked_submits(ex) == 0
+    assert held.cancelled() is cancel_futures
+    clock.advance(10)
+    shutdown_bounded(ex)  # the submit that returned still runs, at its time
+    assert ex.stats().completed == (0 if cancel_futures else 1)
+    assert ex.stats().scheduled == ex.stats().ready == 0
+
+
+def test_a_task_submitting_into_a_full_executor_is_admitted() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock, max_waiting=1) as ex:
+        go = threading.Event()
+
+        def parent() -> Future[int]:
+            assert go.wait(TIMEOUT)
+            return ex.submit(int)  # the executor is full: a blocked worker would stay so
+
+        running = ex.submit(parent)
+        wait_until(lambda: ex.stats().running == 1, what="the parent to start")
+        filler = ex.submit(int, delay=5)  # now full
+        go.set()
+        child = running.result(timeout=TIMEOUT)
+        assert child.result(timeout=TIMEOUT) == 0
+        clock.advance(5)
+        assert filler.result(timeout=TIMEOUT) == 0
+
+
+def test_map_with_max_waiting_completes() -> None:
+    with PriorityExecutor(2, max_waiting=3) as ex:
+        assert list(ex.map(abs, range(-50, 0))) == list(range(50, 0, -1))
+        assert list(ex.lane().map(abs, range(-20, 0), priority=2)) == list(range(20, 0, -1))
+
+
+def test_a_lanes_shutdown_releases_its_blocked_submit() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock, max_waiting=1) as ex:
+        held = ex.submit(int, delay=1)
+        lane = ex.lane("closing")
+        outcome, thread = submit_in_background(lambda: lane.submit(int))
+        wait_until(lambda: blocked_submits(ex) == 1, what="the lane's submit to block")
+        lane.shutdown(wait=False)
+        thread.join(TIMEOUT)
+        assert "lane's shutdown" in str(outcome["error"])
+        clock.advance(1)
+        assert held.result(timeout=TIMEOUT) == 0
