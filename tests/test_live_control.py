@@ -584,24 +584,27 @@ def test_shutdown_releases_a_blocked_submit_with_runtime_error(cancel_futures: b
     clock = ManualClock()
     ex = PriorityExecutor(1, clock=clock, max_waiting=1)
     held = ex.submit(int, delay=10)
-    blocked = [
-        submit_in_background(submit)
-        for submit in (
-            lambda: ex.submit(int),
-            lambda: ex.lane("x").submit_recurring(int, interval=1),
-        )
-    ]
-    wait_until(lambda: blocked_submits(ex) == 2, what="both submits to block")
-    ex.shutdown(wait=False, cancel_futures=cancel_futures)
-    for outcome, thread in blocked:
-        thread.join(TIMEOUT)
-        assert isinstance(outcome["error"], RuntimeError)
-    assert blocked_submits(ex) == 0
-    assert held.cancelled() is cancel_futures
-    clock.advance(10)
-    shutdown_bounded(ex)  # the submit that returned still runs, at its time
-    assert ex.stats().completed == (0 if cancel_futures else 1)
-    assert ex.stats().scheduled == ex.stats().ready == 0
+    try:
+        blocked = [
+            submit_in_background(submit)
+            for submit in (
+                lambda: ex.submit(int),
+                lambda: ex.lane("x").submit_recurring(int, interval=1),
+            )
+        ]
+        wait_until(lambda: blocked_submits(ex) == 2, what="both submits to block")
+        ex.shutdown(wait=False, cancel_futures=cancel_futures)
+        for outcome, thread in blocked:
+            thread.join(TIMEOUT)
+            assert isinstance(outcome["error"], RuntimeError)
+        assert blocked_submits(ex) == 0
+        assert held.cancelled() is cancel_futures
+        clock.advance(10)
+        shutdown_bounded(ex)  # the submit that returned still runs, at its time
+        assert ex.stats().completed == (0 if cancel_futures else 1)
+        assert ex.stats().scheduled == ex.stats().ready == 0
+    finally:
+        held.cancel()  # else, should an assertion fail, it would keep the process alive
 
 
 def test_a_task_submitting_into_a_full_executor_is_admitted() -> None:
