@@ -22,7 +22,9 @@ class Gate:
         # Submits let through whose task is not counted as waiting yet: room they hold.
         # Read and written under the scheduler's lock.
         self.entering = 0
-        self._parked = threading.Condition(threading.Lock())
+        # Reentrant: a garbage-collected object's __del__ that cancels a future may run
+        # wake() in a thread that holds this lock in enter().
+        self._parked = threading.Condition(threading.RLock())
         self._blocked = 0  # submitters that found no room and look again when woken
         self._wakeups = 0  # under _parked: how many wake() calls there were
 
