@@ -86,13 +86,23 @@ def deadline_time(clock: Clock, now: float, due: float, expires: object) -> floa
     """The start deadline of a task submitted at ``now``; it must come after ``due``."""
     if expires is None:
         return None
+    deadline = expiry_time(clock, now, expires)
+    check_deadline(now, due, deadline)
+    return deadline
+
+
+def expiry_time(clock: Clock, now: float, expires: object) -> float:
+    """``expires`` (seconds or timedelta from ``now``, or a datetime) as a time on ``clock``."""
     if isinstance(expires, datetime.datetime):
-        deadline = on_clock(clock, now, "expires", expires)
-    else:
-        deadline = now + seconds("expires", expires)
+        return on_clock(clock, now, "expires", expires)
+    return now + seconds("expires", expires)
+
+
+def check_deadline(now: float, due: float, deadline: float) -> None:
+    """A start deadline must come after the due time. Apart from ``expiry_time``, for
+    ``reschedule()``, which knows a task's due time only under the scheduler's lock."""
     if deadline <= due:
         raise ValueError(
             f"expires must fall after the task's due time (deadline {deadline - now:+.6f} s,"
             f" due {due - now:+.6f} s from now)"
         )
-    return deadline

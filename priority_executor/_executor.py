@@ -13,7 +13,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 from . import _lifecycle
 from ._arguments import (
@@ -23,6 +23,7 @@ from ._arguments import (
     check_priority,
     deadline_time,
     due_time,
+    expiry_time,
     seconds,
 )
 from ._backend import RemoteFuture, open_backend
@@ -49,7 +50,11 @@ class PriorityExecutor(Submitter):
     ``submit()`` also takes ``priority``, ``delay``, ``run_at`` and ``expires``; due tasks
     are taken in the order of ``policy``; ``clock`` replaces real time (see
     ``priority_executor.testing.ManualClock``); a failed task is tried again as ``retry``
-    says (see ``Retry``).
+    says (see ``Retry``). ``reschedule()`` changes a task that has not started;
+    ``waiting()`` shows every such task. With ``max_waiting``, a submit blocks while that
+    many tasks wait to start (a series counts once), unless it comes from one of the
+    executor's own tasks or callbacks, and raises ``RuntimeError`` if shutdown begins
+    while it waits.
     """
 
     _counter = itertools.count().__next__
@@ -66,6 +71,7 @@ class PriorityExecutor(Submitter):
         clock: ManualClock | None = None,
         backend: Executor | Literal["process"] | None = None,
         retry: Retry | None = None,
+        max_waiting: int | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -80,6 +86,8 @@ class PriorityExecutor(Submitter):
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         check_retry(retry)
+        if max_waiting is not None and check_int("max_waiting", max_waiting) < 1:
+            raise ValueError(f"max_waiting must be at least 1, not {max_waiting}")
         self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
@@ -92,7 +100,7 @@ class PriorityExecutor(Submitter):
         self._policy = policy
         name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
-        self._scheduler = scheduler = Scheduler(self._clock, policy, workers)
+        self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
         # Garbage collection may run it in any thread, even one that holds the scheduler's
         # lock: it only asks the executor's own threads to shut it down.
@@ -249,6 +257,39 @@ class PriorityExecutor(Submitter):
         # it, if it had any.
         if wait and self._scheduler.join() and self._backend is not None:
             self._backend.close()
+
+    def reschedule(
+        self,
+        future: Future[Any],
+        *,
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> bool:
+        """Change a task of this executor, or of one of its lanes, that has not started:
+        what is given replaces what it had (``delay``, ``run_at`` and ``expires`` measured
+        from now, checked as ``submit()`` checks them). Returns True; or False, changing
+        nothing, if the task started or ended. For a recurring series, ``priority`` applies
+        to its waiting run and every later one, ``delay``/``run_at`` move its waiting run.
+        Raises ``ValueError`` for a future that is not this executor's. O(log n)."""
+        task = future._task if isinstance(future, OwnFuture) else None
+        if task is None or task.scheduler is not self._scheduler:
+            raise ValueError(
+                f"future must be one that this executor or one of its lanes returned,"
+                f" got {future!r}"
+            )
+        clock = self._clock
+        now = clock.now()
+        due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
+        deadline = None if expires is None else expiry_time(clock, now, expires)
+        if priority is not None:
+            check_priority(priority)
+        if deadline is not None and task.recurrence is not None:
+            raise ValueError("expires cannot be given for a recurring series: it has no deadline")
+        return self._scheduler.reschedule(
+            cast("OwnFuture[Any]", future), priority, due, deadline, now
+        )
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""

@@ -37,8 +37,10 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _effects, _threads
+from ._arguments import check_deadline
 from ._clock import Clock
 from ._effects import Effects
+from ._gate import Gate
 from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
@@ -56,8 +58,10 @@ from ._task import (
     STATES,
     THROTTLED,
     VOID,
+    ExpiringTask,
     Expiry,
     LaneTask,
+    OwnFuture,
     Task,
     TimerEntry,
 )
@@ -70,7 +74,9 @@ _LOGGER = logging.getLogger("priority_executor")
 
 
 class Scheduler:
-    def __init__(self, clock: Clock, policy: Policy, workers: WorkerPool) -> None:
+    def __init__(
+        self, clock: Clock, policy: Policy, workers: WorkerPool, max_waiting: int | None
+    ) -> None:
         self._key = key_function(policy)
         self.clock = clock
         self.workers = workers
@@ -92,15 +98,21 @@ class Scheduler:
         # By shutdown(cancel_futures=True): a failed attempt is not tried again.
         self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
+        # Where a submit waits while max_waiting tasks wait (see add_when_room).
+        self.gate = None if max_waiting is None else Gate(max_waiting)
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
 
     # -- intake ------------------------------------------------------------------------------
 
-    def add(self, task: Task, due_now: bool) -> None:
+    def add(self, task: Task, due_now: bool, admitted: bool = False) -> None:
         """Queue a new task, already due or not. If this raises (the executor takes no more
         work, no thread could start, a policy raised ``KeyboardInterrupt``), nothing of the
-        task stays queued or counted."""
+        task stays queued or counted. With ``max_waiting``, wait for room first, unless
+        ``admitted`` (see ``_add_when_room``)."""
+        if self.gate is not None and not admitted:  # the one test of the plain path
+            self._add_when_room(self.gate, task, due_now)
+            return
         key = None
         if due_now:
             try:
@@ -131,12 +143,51 @@ class Scheduler:
         self.lock.acquire()
         try:
             self._check_open()
-            if task.lane is not None and task.lane.closed:
-                raise RuntimeError("cannot schedule new futures after the lane's shutdown")
+            if task.lane is not None:
+                _check_lane_open(task.lane)
             self._queue(task, key, effects)
         finally:
             self._release()
         self._apply(effects)
+
+    def _add_when_room(self, gate: Gate, task: Task, due_now: bool) -> None:
+        """``add()`` with ``max_waiting``: first wait until fewer than that many tasks wait
+        to start. Not in one of the executor's own threads: a task or a callback that
+        waited there would hold up a worker, the very thing that makes room (once every
+        worker waited so, nothing would), so it is let through."""
+        if _threads.owned_by(self):
+            self.add(task, due_now, admitted=True)
+            return
+        gate.enter(functools.partial(self._take_room, gate, task.lane))
+        added = False
+        try:
+            self.add(task, due_now, admitted=True)
+            added = True
+        finally:
+            self.lock.acquire()
+            gate.entering -= 1
+            self._release()
+            # The room it held now holds its task, unless the task is not waiting: refused,
+            # failed by its policy, or started already. Then it is another submit's.
+            if not added or task.state > READY:
+                gate.wake()
+
+    def _take_room(self, gate: Gate, lane: LaneState | None) -> bool:
+        """Hold room for one more waiting task, if there is any; raise if the executor, or
+        the lane, takes no more tasks: a submit blocked when shutdown begins raises."""
+        self.lock.acquire()
+        try:
+            self._check_open()
+            if lane is not None:
+                _check_lane_open(lane)
+            counts = self._counts
+            waiting = counts[PENDING] + counts[THROTTLED] + self._ready_count() + gate.entering
+            room = waiting < gate.limit
+            if room:
+                gate.entering += 1
+        finally:
+            self._release()
+        return room
 
     def _fail_new(self, task: Task, exc: Exception) -> None:
         self.lock.acquire()
@@ -179,8 +230,10 @@ class Scheduler:
         self._apply(effects)
         return taken_back
 
-    def _queue(self, task: Task, key: Any, effects: Effects) -> None:
-        """Queue a task under the lock: to the workers if it is due, else to wait."""
+    def _queue(self, task: Task, key: Any, effects: Effects, held: bool = False) -> None:
+        """Queue a task under the lock: to the workers if it is due, else to wait.
+        ``held``: a due task goes straight back behind its lane's limits (a throttled task
+        rescheduled), where the lane releases it when it has room."""
         if task.recurrence is not None:
             self._recurring.add(task)
         # The due time was computed from a time read before the lock: a ManualClock may have
@@ -196,6 +249,11 @@ class Scheduler:
             task.state = PENDING
             self._counts[PENDING] += 1
             self._push_timer(task, effects)
+        elif held:
+            assert task.lane is not None
+            task.state = THROTTLED
+            self._counts[THROTTLED] += 1
+            self._hold(task.lane, (*key, task._seq, task))
         elif not self._make_ready(task, key):
             self._more_workers(effects)
         if task.lane is not None:
@@ -485,6 +543,8 @@ class Scheduler:
             # look, made after the release: one of them takes over if work is left to take.
             if idle and (finished or self._ready_count()):
                 workers.wake_one()
+            if self.gate is not None:
+                self.gate.wake()  # a task started: its room is free
             if finished:
                 self._wind_down()
 
@@ -541,10 +601,14 @@ class Scheduler:
         self._counts[THROTTLED] += 1
         lane.moved(READY, THROTTLED)
         task.state = THROTTLED
-        heappush(lane.throttled, entry)
-        self._throttling.add(lane)
+        self._hold(lane, entry)
         self._release_lane(lane, now, effects, worker_coming=True)
         return False
+
+    def _hold(self, lane: LaneState, entry: tuple[Any, ...]) -> None:
+        """Put a ready-heap entry of a task counted THROTTLED in its lane's heap."""
+        heappush(lane.throttled, entry)
+        self._throttling.add(lane)
 
     def _release_lane(
         self, lane: LaneState, now: float, effects: Effects, *, worker_coming: bool = False
@@ -693,6 +757,71 @@ class Scheduler:
             self._release()
         return _stats(counts, retries)
 
+    # -- live control ------------------------------------------------------------------------
+
+    def reschedule(
+        self,
+        future: OwnFuture[Any],
+        priority: int | None,
+        due: float | None,
+        deadline: float | None,
+        now: float,
+    ) -> bool:
+        """Give the task of ``future``, if it has not started, a new ``priority``, ``due``
+        time or start ``deadline`` (None: unchanged), checked by the caller (but for the
+        deadline against the due time, which only this knows for sure); else return False
+        and change nothing. ``now``: when the caller read the clock. O(log n).
+
+        The task is replaced by a copy with the new values (see ``Task.replacement``),
+        queued afresh with a new ``seq``: so it counts as submitted now among equals. The
+        original is claimed VOID: a dead entry wherever it stood, which its heap skips and
+        compacts as it does cancelled tasks. Whoever takes the lock first wins: a worker
+        that started the task, a cancel() or an expiry that claimed it make this return
+        False; once this has returned True, each of them finds the copy.
+        """
+        if not self.manual_time and (due is not None or deadline is not None):
+            # A timer may now wait: a task that was due when submitted started no promoter.
+            self.promoter.start()
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            task = future._task
+            assert task is not None
+            was = task.state
+            if was > READY:
+                return False
+            when = task._when if due is None else due
+            new_deadline = task._deadline if deadline is None else deadline
+            if new_deadline is not None and (due is not None or deadline is not None):
+                check_deadline(now, when, new_deadline)  # before anything changes
+            if priority is None and due is None and deadline is None:
+                return True
+            # Why a plain Task's copy is an ExpiringTask: see Task.replacement.
+            plain = deadline is not None and type(task) is Task
+            new = task.replacement(ExpiringTask if plain else None)
+            if not future._replace_task(task, new):
+                return False  # cancelled: its done-callback, on its way, claims the task
+            if priority is not None:
+                new._priority = priority
+            new._when = when
+            new._seq = self.next_seq()
+            if new_deadline is not None:
+                expiring = cast(ExpiringTask, new)  # a plain Task's copy is one by now
+                expiring._deadline = new_deadline
+                expiring._expiry = Expiry(new, new_deadline)  # the original's dies with it
+            if task.recurrence is not None:
+                self._recurring.discard(task)
+            # Queued before the original is claimed: its lane never looks idle meanwhile
+            # (a lane's shutdown(wait=True) would return).
+            self._queue(new, None, effects, held=was == THROTTLED)
+            self._claim(task, VOID, effects)
+            task.hand_over()  # the copy holds the call: nothing is freed here
+            self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+        return True
+
     # -- cancellation ------------------------------------------------------------------------
 
     def future_done(self, task: Task, cancelled: bool) -> None:
@@ -747,6 +876,8 @@ class Scheduler:
         if len(ready) > 2 * self._counts[READY]:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
+        if self.gate is not None:
+            effects.later.append(self.gate.wake)  # their room is free, or shutdown began
         if self._finished():
             effects.finally_.append(self._wind_down)
 
@@ -875,6 +1006,8 @@ class Scheduler:
             self._counts[state] = 0
         self.promoter = Promoter(self, self.promoter.name)
         self.promoter.retire()
+        if self.gate is not None:
+            self.gate = Gate(self.gate.limit)  # its lock may be held by a parent's thread
         self.workers.forget_threads()
         self._drained = threading.Event()
         self._drained.set()
@@ -960,6 +1093,11 @@ def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
         expires_in=None if deadline is None else deadline - now,
         lane=None if task.lane is None else task.lane.name,
     )
+
+
+def _check_lane_open(lane: LaneState) -> None:
+    if lane.closed:
+        raise RuntimeError("cannot schedule new futures after the lane's shutdown")
 
 
 def _fail_fresh(task: Task, exc: BaseException) -> None:

@@ -54,7 +54,36 @@ class OwnFuture(Future[T]):
     as those that its threads run do: so ``shutdown(wait=True)`` called from one does not
     wait for the work it is part of."""
 
-    _owner: object = None  # the executor's scheduler
+    # The task that stands for this future: its first done-callback, which reschedule()
+    # replaces by a copy (see Task.replacement). Held as the callback list holds it anyway.
+    _task: Task | None = None
+
+    @property
+    def _owner(self) -> object:
+        """The executor's scheduler."""
+        task = self._task
+        return None if task is None else task.scheduler
+
+    def _replace_task(self, old: Task, new: Task) -> bool:
+        """Make ``new`` the task of this future, and its done-callback in ``old``'s place;
+        False, changing nothing, if the future is done already.
+
+        Under the future's own lock, so that ``cancel()`` either comes first (the future
+        is done, and the callbacks it runs are ``old``'s) or after (and runs ``new``):
+        never does a cancellation reach a task that no longer stands for the future.
+        ``Future`` has no public way to remove a callback: this uses its internals, as
+        they are from Python 3.2 to this day, rather than keep one dead callback per
+        reschedule."""
+        with self._condition:
+            if self.done():  # reentrant: _condition holds an RLock
+                return False
+            callbacks: list[object] = self._done_callbacks  # type: ignore[attr-defined]
+            for i, callback in enumerate(callbacks):
+                if callback is old:
+                    callbacks[i] = new
+                    break
+            self._task = new
+        return True
 
     def cancel(self) -> bool:
         with _threads.acting_for(self._owner):
@@ -122,7 +151,7 @@ class Task(TimerEntry):
         self.args = args
         self.kwargs = kwargs or NO_KWARGS
         self.future = future
-        future._owner = scheduler
+        future._task = self
         # Not the override, which is for the user's callbacks.
         Future.add_done_callback(future, self)
         self._priority = priority
@@ -138,6 +167,24 @@ class Task(TimerEntry):
 
     def live(self) -> bool:
         return self.state == PENDING
+
+    def replacement(self, cls: type[Task] | None = None) -> Task:
+        """A copy of this waiting task, of class ``cls`` (default its own), to queue in its
+        place: how ``reschedule()`` changes a task's due time, priority or deadline.
+
+        A task in the pending heap is its own entry there, ordered by its due time: that
+        time must not change while it sits in the heap. So the task is not changed; the
+        copy is queued, and the original, claimed VOID, becomes a dead entry wherever it
+        stands (see Scheduler.reschedule). It is also how a plain ``Task``, which has no
+        slot for a deadline (so that a task without one stays as small as
+        ``ThreadPoolExecutor``'s work item), gets one: its copy is an ``ExpiringTask``.
+        """
+        new = object.__new__(cls or type(self))
+        for klass in type(self).__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                setattr(new, name, getattr(self, name))
+        return new
 
     def __call__(self, future: Future[Any]) -> None:
         # Only the user's cancel() completes a future whose task is still waiting; every

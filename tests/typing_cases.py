@@ -97,6 +97,13 @@ def constructed() -> None:
         assert_type(ex, PriorityExecutor)
     PriorityExecutor(backend="process")
     PriorityExecutor(backend=ProcessPoolExecutor())
+    PriorityExecutor(max_waiting=100)
+
+
+def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
+    assert_type(ex.reschedule(future, priority=Priority.HIGH), bool)
+    assert_type(ex.reschedule(future, delay=timedelta(seconds=5), expires=30.0), bool)
+    assert_type(ex.reschedule(future, run_at=datetime(2030, 1, 1)), bool)
 
 
 def rejected(ex: PriorityExecutor) -> None:
@@ -139,6 +146,9 @@ def rejected(ex: PriorityExecutor) -> None:
     ex.map(f, [1], priority="high")  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType, reportCallIssue]
 
     PriorityExecutor("4")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(max_waiting=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.reschedule(ex.submit(h), run_at=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.reschedule(ex.submit(h), 1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     PriorityExecutor(policy=Fifo)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(backend="thread")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ManualClock().advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
