@@ -24,7 +24,7 @@ from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
 from ._stats import ExecutorStats
 from ._submitting import Submitter
-from ._task import INTAKE, READY, STARTED, STATES, TimerEntry
+from ._task import STARTED, STATES, TimerEntry
 from ._waiting import WaitingTask
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class LaneState:
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
         self.timer: LaneTimer | None = None  # the live one, if any
-        self.counts = [0] * STATES  # this lane's tasks in each state (INTAKE counts as READY)
+        self.counts = [0] * STATES  # this lane's tasks in each state (not in the intake)
         self.closed = False
         self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
         self.retries = 0  # retries queued so far
@@ -149,9 +149,9 @@ class LaneState:
         not counted until it is queued again)."""
         counts = self.counts
         if was is not None:
-            counts[READY if was == INTAKE else was] -= 1
+            counts[was] -= 1
         if state is not None:
-            counts[READY if state == INTAKE else state] += 1
+            counts[state] += 1
 
     def busy(self) -> bool:
         """Whether any of its tasks waits or runs."""
@@ -179,18 +179,24 @@ class LaneTimer(TimerEntry):
 class RunEnd:
     """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
     here, under the scheduler's lock, which frees the lane's slot before the run's future
-    completes (so whoever sees it done finds the lane's room back)."""
+    completes (so whoever sees it done finds the lane's room back). In the same locked
+    section, the worker claims its next task (see ``Scheduler.take``): one lock round trip
+    for the end and the next start, as for a task without a lane."""
 
-    __slots__ = ("task",)
+    __slots__ = ("next", "park", "task")
 
-    def __init__(self, task: Task) -> None:
-        self.task = task
+    def __init__(self, park: Any) -> None:
+        self.park = park  # the worker's
+        self.task: Task | None = None  # the one running
+        self.next: Task | None = None  # claimed for the worker when that one ended
 
     def __getitem__(self, state: int) -> int:
         return 0
 
     def __setitem__(self, state: int, count: int) -> None:
-        self.task.scheduler.lane_run_ended(self.task, state)
+        task, self.task = self.task, None
+        assert task is not None
+        self.next = task.scheduler.take(self.park, task, state)
 
 
 def make_lane_state(

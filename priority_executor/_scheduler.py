@@ -11,10 +11,11 @@ happen because of it (futures to complete, which runs their callbacks; a thread 
 the promoter to wake; user objects to let go of, which may run their ``__del__``) is
 collected in an ``Effects`` and applied once the lock is released (see ``_effects``).
 
-Due tasks reach the ready heap through the *intake*, a deque that submitters append to
-without the lock, and that a worker drains under it. A submitter that took the lock would
-convoy with the workers: under the GIL, a thread preempted while it holds the lock makes
-every other thread that wants it sleep, and each of those then waits again for the GIL.
+A task submitted due reaches the ready heap through the *intake*, a deque that submitters
+append to without the lock, and that a worker drains under it. A submitter that took the
+lock would convoy with the workers: under the GIL, a thread preempted while it holds the
+lock makes every other thread that wants it sleep, and each of those then waits again for
+the GIL. A task that becomes due under the lock goes straight to the ready heap.
 
 Some callers cannot know who holds the lock: a future's done-callback (run from a signal
 handler or a ``__del__`` as well), the executor's GC finalizer. They never block on it: a
@@ -128,14 +129,25 @@ class Scheduler:
             # with nothing to take back. A delayed task needs one worker, started now:
             # Python 3.12+ starts no thread at interpreter exit, when it may become due.
             workers.start_worker(self)
-        if key is not None and type(task) is Task:
+        if key is not None and (
+            type(task) is Task or (type(task) is LaneTask and task._expiry is None)
+        ):
             # The common case: no lock (see the module docstring).
+            lane = task.lane
+            if lane is not None:
+                _check_lane_open(lane)
+                if not self.manual_time:
+                    self.promoter.start()  # the lane's limits may need a timer (see _look_again)
             self._make_ready(task, key)
-            # After the append: shutdown closes intake before it looks at the intake for
-            # the last time, so either that look finds this task or this check finds it
-            # closed (then the task is taken back, unless a worker already started it).
-            if self._closed is not None and self._take_back(task):
-                self._check_open()  # shutdown won the race: raise as if it had come first
+            # After the append: shutdown, and a lane's, close before they look at the
+            # intake for the last time, so either that look finds this task or this check
+            # finds it closed (then the task is taken back, unless a worker started it).
+            if (self._closed is not None or (lane is not None and lane.closed)) and (
+                self._take_back(task)
+            ):
+                # Shutdown won the race: raise as if it had come first.
+                self._check_open()
+                _check_lane_open(cast(LaneState, lane))
             return
         if not self.manual_time:
             self.promoter.start()  # likewise before the task is queued
@@ -209,21 +221,26 @@ class Scheduler:
             raise RuntimeError(self._closed)
 
     def _take_back(self, task: Task) -> bool:
-        """Withdraw a task that shutdown's last look at the intake may have missed. False if
+        """Withdraw a task that shutdown's (or its lane's) last look at the intake may have
+        missed. False if
         it stays accepted: a worker started it already (then shutdown waits for it), or the
         pool broke (then it fails as every waiting task did, as in ``ThreadPoolExecutor``,
         whose initializer may fail while the first task is queued)."""
         effects = Effects()
         self.lock.acquire()
         try:
-            taken_back = task.state <= READY
-            if taken_back:
+            if task.lane is not None:
+                # A lane counts its task once drained; the drain takes back a task of a
+                # lane closed since the lane's last look at the intake.
+                self._drain_intake()
+            taken_back = task.state <= READY or task.state == VOID
+            if task.state <= READY:
                 if self._broken is not None:
-                    self._claim(task, FAILED)
+                    self._claim(task, FAILED, effects)
                     effects.later.append(functools.partial(_fail_fresh, task, self._broken))
                     taken_back = False
                 else:
-                    self._claim(task, VOID)
+                    self._claim(task, VOID, effects)
                 self._discarded(effects)
         finally:
             self._release()
@@ -254,8 +271,8 @@ class Scheduler:
             task.state = THROTTLED
             self._counts[THROTTLED] += 1
             self._hold(task.lane, (*key, task._seq, task))
-        elif not self._make_ready(task, key):
-            self._more_workers(effects)
+        else:
+            self._to_ready(task, key, effects)
         if task.lane is not None:
             task.lane.moved(None, task.state)
         if task._expiry is not None and task.state != FAILED:
@@ -355,29 +372,56 @@ class Scheduler:
         except BaseException as exc:  # here a broken policy fails its task, whatever it raised
             return exc
 
-    def _make_ready(self, task: Task, key: Any) -> bool:
-        """Hand an uncounted due task to the workers, with or without the lock. Returns
-        whether an idle worker was woken for it.
+    def _make_ready(self, task: Task, key: Any) -> None:
+        """Hand a new due task to the workers, without the lock.
 
-        A task in the intake is counted by the intake's length until a worker drains it.
+        A task in the intake is counted by the intake's length until a worker drains it;
+        a lane's task is counted in its lane then.
         """
         task.state = INTAKE
         self._intake.append((*key, task._seq, task))
         # After the append: a worker that finds the intake empty registers as idle first
         # and looks again (see take()), so one of the two always sees the other.
-        return bool(self.workers.idle) and self.workers.wake_one()
+        if self.workers.idle:
+            self.workers.wake_one()
 
-    def _drain_intake(self) -> None:
+    def _drain_intake(self, closing: LaneState | None = None) -> None:
+        """Move the intake's tasks to the ready heap. ``closing``: a lane closed just now,
+        whose tasks in the intake are still its own."""
         intake, ready, counts = self._intake, self._ready, self._counts
         while intake:
             entry = intake.popleft()
             task: Task = entry[-1]
             if task.state == INTAKE:
+                lane = task.lane
+                if lane is not None:
+                    if lane.closed and lane is not closing:
+                        # Submitted after its lane's shutdown drained the intake, so it
+                        # saw the lane closed after the append: its submit is taken back
+                        # and raises (see add()). It must not start meanwhile: the lane's
+                        # shutdown(wait=True) did not wait for it.
+                        task.state = VOID
+                        continue
+                    lane.moved(None, READY)
                 task.state = READY
                 counts[READY] += 1
                 heappush(ready, entry)
             else:
                 counts[INTAKE] += 1  # claimed in the intake: its claim counted it out
+
+    def _to_ready(self, task: Task, key: Any, effects: Effects) -> None:
+        """Under the lock, put a due task counted nowhere in the ready heap, and have a
+        worker come for it."""
+        task.state = READY
+        self._counts[READY] += 1
+        heappush(self._ready, (*key, task._seq, task))
+        self._worker_for(effects)
+
+    def _worker_for(self, effects: Effects) -> None:
+        """A task was put in the ready heap: wake an idle worker for it, or start one."""
+        workers = self.workers
+        if not (workers.idle and workers.wake_one()):
+            self._more_workers(effects)
 
     def _ready_count(self) -> int:
         """Due tasks waiting for a worker, in the ready heap or on their way to it."""
@@ -452,9 +496,8 @@ class Scheduler:
                     continue
                 self._counts[PENDING] -= 1
                 if entry.lane is not None:
-                    entry.lane.moved(PENDING, INTAKE)
-                if not self._make_ready(entry, key):
-                    self._more_workers(effects)
+                    entry.lane.moved(PENDING, READY)
+                self._to_ready(entry, key, effects)
             elif isinstance(entry, LaneTimer) and entry.live():
                 self._alarms -= 1
                 entry.lane.timer = None
@@ -470,11 +513,18 @@ class Scheduler:
 
     # -- workers -----------------------------------------------------------------------------
 
-    def take(self, park: threading.Lock) -> Task | None:
+    def take(
+        self, park: threading.Lock, ended: Task | None = None, outcome: int = COMPLETED
+    ) -> Task | None:
         """Claim the best due task for a worker, parking on ``park`` while there is none.
 
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
+
+        ``ended``: a lane's task whose run just ended in ``outcome``, still to complete its
+        future (see ``_lanes.RunEnd``). Its end is counted in the same locked section as the
+        next claim, and before the future completes, so that whoever sees it done finds
+        the lane's room back. Then this never parks: None means that nothing was ready.
         """
         lock, intake, ready = self.lock, self._intake, self._ready
         workers = self.workers
@@ -482,10 +532,18 @@ class Scheduler:
         lane_effects = None
         if lock.acquire(False):
             handing.append(None)
+        elif ended is not None:
+            # Not parked behind another worker, which wakes a parked one only if work is
+            # left: the work left may be this end's to release (a throttled task of its lane).
+            handing.append(None)
+            lock.acquire()
         else:
             workers.lock_for_worker(lock, park)
         finished = False
         try:
+            if ended is not None:
+                lane_effects = Effects()
+                self._lane_run_ended(ended, outcome, lane_effects)
             while True:
                 if intake:
                     self._drain_intake()
@@ -507,6 +565,8 @@ class Scheduler:
                     else:
                         self._claim(task, STARTED)
                     return task
+                if ended is not None:
+                    return None  # its future is not complete: no parking before it is
                 finished = self._finished()
                 if finished:
                     return None
@@ -616,7 +676,7 @@ class Scheduler:
         """Give a lane's best throttled tasks back to the workers, as many as its limits let
         start now; if a window or cooldown holds the others back, look again when it passes.
         ``worker_coming``: the caller is a worker on its way to take a task."""
-        throttled, ready, counts, workers = lane.throttled, self._ready, self._counts, self.workers
+        throttled, ready, counts = lane.throttled, self._ready, self._counts
         room = lane.room(now)
         while throttled and room > 0:
             entry = heappop(throttled)
@@ -631,8 +691,8 @@ class Scheduler:
             room -= 1
             if worker_coming:
                 worker_coming = False  # it takes this one
-            elif not (workers.idle and workers.wake_one()):
-                self._more_workers(effects)
+            else:
+                self._worker_for(effects)
         if not throttled:
             self._throttling.discard(lane)
         elif room == 0:
@@ -692,25 +752,18 @@ class Scheduler:
         else:
             self._review_lane(lane, self.clock.now(), effects)
 
-    def lane_run_ended(self, task: Task, state: int) -> None:
+    def _lane_run_ended(self, task: Task, state: int, effects: Effects) -> None:
         """A run of a lane's task ended in ``state``: count it, and give the lane's room to
-        its next task. Called before the run's future completes (see ``_lanes.RunEnd``)."""
+        its next task."""
         lane = task.lane
         assert lane is not None
-        effects = Effects()
-        self.lock.acquire()
-        try:
-            counts = self._counts
-            counts[STARTED] -= 1
-            counts[state] += 1
-            now = self.clock.now()
-            lane.moved(STARTED, state)
-            if task.recurrence is None:
-                cast(LaneTask, task).lane = None  # see _lane_claimed
-            self._lane_run_over(lane, now, effects)
-        finally:
-            self._release()
-        self._apply(effects)
+        counts = self._counts
+        counts[STARTED] -= 1
+        counts[state] += 1
+        lane.moved(STARTED, state)
+        if task.recurrence is None:
+            cast(LaneTask, task).lane = None  # see _lane_claimed
+        self._lane_run_over(lane, self.clock.now(), effects)
 
     def _lane_run_over(self, lane: LaneState, now: float, effects: Effects) -> None:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
@@ -726,7 +779,10 @@ class Scheduler:
         effects = Effects()
         self.lock.acquire()
         try:
+            # Closed before the drain: a submit that appends to the intake after it sees the
+            # lane closed, and takes its task back (see add()).
             lane.closed = True
+            self._drain_intake(closing=lane)
             if cancel_futures:
                 lane.cancelled = True
                 for task in self._claim_waiting(CANCELLED, effects, lane):
@@ -751,6 +807,7 @@ class Scheduler:
     def lane_stats(self, lane: LaneState) -> ExecutorStats:
         self.lock.acquire()
         try:
+            self._drain_intake()  # a lane counts its tasks in the intake once drained
             counts = list(lane.counts)
             retries = lane.retries
         finally:
@@ -787,6 +844,8 @@ class Scheduler:
         try:
             task = future._task
             assert task is not None
+            if task.state == INTAKE and task.lane is not None:
+                self._drain_intake()  # its lane counts it once drained: see _end
             was = task.state
             if was > READY:
                 return False
@@ -853,6 +912,8 @@ class Scheduler:
             self._flush_done()
 
     def _end(self, task: Task, cancelled: bool, effects: Effects) -> None:
+        if task.state == INTAKE and task.lane is not None:
+            self._drain_intake()  # its lane counts it once drained: then it is claimed
         waiting = task.state <= READY
         if waiting:
             self._claim(task, CANCELLED if cancelled else FAILED, effects)

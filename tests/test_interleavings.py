@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from contextlib import nullcontext
 from typing import Any, Callable
 
@@ -56,7 +56,7 @@ class PausingIntake(deque):  # type: ignore[type-arg]
         self.pause()
 
 
-def submit_in_thread(ex: PriorityExecutor, fn: Callable[[], object]) -> dict[str, Any]:
+def submit_in_thread(ex: Executor, fn: Callable[[], object]) -> dict[str, Any]:
     outcome: dict[str, Any] = {}
 
     def submit() -> None:
@@ -130,6 +130,63 @@ def test_submit_paused_after_queueing_while_shutdown_closes() -> None:
     closing.join(TIMEOUT)
     assert not closing.is_alive()
     shutdown_returns_after_what_it_accepted(outcome, log)
+
+
+def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down() -> None:
+    """The lane's shutdown first: it finds the lane idle and returns while a submit to the
+    lane waits between its check that the lane is open and its append to the intake. The
+    submit then raises, and its task never runs, though the worker woken for it drains the
+    intake before the submit looks again."""
+    with PriorityExecutor(1) as ex:
+        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
+        lane = ex.lane(max_running=1)
+        log: list[str] = []
+        scheduler = ex._scheduler
+        before_append, before_look = Pause(), Pause()
+        # Where a lane's submit starts the promoter, for its limits: after the open check.
+        promoter = scheduler.promoter
+        promoter.start = pause_before(promoter.start, before_append)  # type: ignore[method-assign]
+        scheduler._take_back = pause_before(scheduler._take_back, before_look)  # type: ignore[method-assign]
+        outcome = submit_in_thread(lane, lambda: log.append("ran"))
+        assert before_append.reached.wait(TIMEOUT)
+        lane.shutdown(wait=True)
+        log.append("shutdown returned")
+        before_append.go_on.set()
+        assert before_look.reached.wait(TIMEOUT)
+        wait_until(lambda: not scheduler._intake, what="the worker to drain the intake")
+        before_look.go_on.set()
+        shutdown_returns_after_what_it_accepted(outcome, log)
+        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # the executor goes on
+        assert lane.stats() == ex.lane().stats()  # nothing of it counted, anywhere
+        assert ex.stats().completed == 2
+
+
+def test_lane_submit_paused_after_queueing_while_the_lane_shuts_down() -> None:
+    """The lane's shutdown second: the task is in the intake when the lane closes, and the
+    submit has not yet looked again. Either the submit takes its task back and raises, or
+    a worker started it, the submit returns, and the lane's shutdown(wait=True) waits."""
+    with PriorityExecutor(1) as ex:
+        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
+        lane = ex.lane(max_running=1)
+        log: list[str] = []
+        pause = Pause()
+        ex._scheduler._intake = PausingIntake(pause)  # type: ignore[assignment]
+        outcome = submit_in_thread(lane, lambda: log.append("ran"))
+        assert pause.reached.wait(TIMEOUT)
+
+        def shutdown() -> None:
+            lane.shutdown(wait=True)
+            log.append("shutdown returned")
+
+        closing = in_thread(shutdown)
+        wait_until(lambda: lane._state.closed, what="the lane to close")
+        pause.go_on.set()
+        closing.join(TIMEOUT)
+        assert not closing.is_alive()
+        shutdown_returns_after_what_it_accepted(outcome, log)
+        stats = lane.stats()
+        assert stats.ready == stats.running == 0
+        assert stats.completed == (1 if "future" in outcome else 0)
 
 
 def test_submit_paused_before_queueing_while_the_clock_advances_past_its_due_time() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import sys
@@ -12,9 +13,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from helpers import TIMEOUT, blocked_worker, stats_fields, wait_until
+from helpers import TIMEOUT, blocked_worker, counts, stats_fields, wait_until
 
-from priority_executor import Lane, PriorityExecutor
+from priority_executor import ExecutorStats, Lane, PriorityExecutor
 from priority_executor.testing import ManualClock
 
 
@@ -492,6 +493,29 @@ def test_waiting_shows_throttled_tasks_with_their_lane() -> None:
         later.result(timeout=0)
 
 
+def test_a_task_no_worker_looked_at_yet_is_counted_cancelled_rescheduled_and_run() -> None:
+    # A due task of a lane waits in the executor's intake until a worker looks: it is the
+    # lane's all the same, for its stats, cancel(), reschedule() and the lane's shutdown.
+    with PriorityExecutor(1) as ex:
+        lane = ex.lane(max_running=1)
+        with blocked_worker(ex) as (release, _):
+            kept, cancelled, moved = (lane.submit(int, i) for i in (1, 2, 3))
+            assert cancelled.cancel()
+            assert ex.reschedule(moved, priority=5)
+            assert lane.stats() == stats_of(ready=2, cancelled=1)
+            last = lane.submit(int, 4)
+            lane.shutdown(wait=False)
+            release.set()
+            results = [future.result(timeout=TIMEOUT) for future in (kept, moved, last)]
+            assert results == [1, 3, 4]
+        lane.shutdown(wait=True)
+        assert lane.stats() == stats_of(completed=3, cancelled=1)
+
+
+def stats_of(**nonzero: int) -> ExecutorStats:
+    return ExecutorStats(**counts(**nonzero), retries=0)
+
+
 def test_lane_stats_count_only_the_lanes_tasks() -> None:
     with PriorityExecutor(2) as ex:
         lane = ex.lane()
@@ -589,3 +613,79 @@ def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
         after = sys.getallocatedblocks()
         assert after <= 1.1 * before, f"{after - before} blocks left by 100k idle lanes"
         assert ex.stats().completed == 100_001
+
+
+@pytest.mark.parametrize("round_", range(10))
+def test_a_runs_end_never_waits_behind_a_worker_that_waits_for_it(round_: int) -> None:
+    # The end of a lane's run is counted in the same locked section as that worker's next
+    # claim. While the other worker holds the lock and finds only the lane's throttled
+    # tasks, the end must still get the lock: that worker parks, and wakes no one. Producers
+    # kept a few tasks ahead (max_waiting) make the other worker look for each new one; a
+    # poller taking the lock makes workers park behind one another.
+    producers, each = 8, 150
+    ex = PriorityExecutor(2, max_waiting=5)
+    lane = ex.lane(max_running=1)
+    futures: list[Any] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        with contextlib.suppress(RuntimeError):  # shut down below, if this test fails
+            futures.extend((ex if i % 5 else lane).submit(int, i) for i in range(each))
+
+    def poll() -> None:
+        while not stop.is_set():
+            ex.stats()
+
+    threads = [threading.Thread(target=produce) for _ in range(producers)]
+    poller = threading.Thread(target=poll)
+    for thread in (*threads, poller):
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join(TIMEOUT / 2)
+            assert not thread.is_alive(), "submits blocked: the lane's tasks stopped starting"
+        total = sum(future.result(timeout=TIMEOUT) for future in futures)
+        assert total == producers * sum(range(each))
+    finally:
+        stop.set()
+        poller.join(TIMEOUT)
+        ex.shutdown(wait=False, cancel_futures=True)  # not wait: a hang fails, and no more
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_a_lanes_shutdown_racing_its_submits_waits_for_every_submit_that_returned(
+    round_: int,
+) -> None:
+    # Each submit either raises, or returns a future whose task runs before the lane's
+    # shutdown(wait=True) returns: none runs after it.
+    with PriorityExecutor(3) as ex:
+        lane = ex.lane(max_running=2)
+        shut = threading.Event()
+        late: list[int] = []
+        accepted: list[Any] = []
+        go = threading.Barrier(5, timeout=TIMEOUT)
+
+        def task(i: int) -> None:
+            if shut.is_set():
+                late.append(i)
+
+        def produce(base: int) -> None:
+            go.wait()
+            for i in range(base, base + 2000):
+                try:
+                    accepted.append(lane.submit(task, i))
+                except RuntimeError:
+                    return
+
+        threads = [threading.Thread(target=produce, args=(k * 10_000,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        go.wait()
+        time.sleep(0.002)  # a real race: some submits come before the shutdown, some after
+        lane.shutdown(wait=True)
+        shut.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        assert late == []
+        assert all(future.done() for future in accepted)
+        assert lane.stats().completed == len(accepted)
