@@ -45,6 +45,7 @@ class LaneState:
         "counts",
         "drained",
         "facade",
+        "given",
         "last_end",
         "max_running",
         "max_starts",
@@ -81,6 +82,8 @@ class LaneState:
         self.starts: deque[float] | None = None if max_starts is None else deque()
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
+        # Throttled tasks given the room back, until a worker takes them (see room()).
+        self.given: set[Task] = set()
         self.timer: LaneTimer | None = None  # the live one, if any
         self.counts = [0] * STATES  # this lane's tasks in each state (not in the intake)
         self.closed = False
@@ -117,7 +120,10 @@ class LaneState:
         return when
 
     def room(self, now: float) -> float:
-        """How many tasks may start now, by every limit."""
+        """How many more throttled tasks may be given back to the workers now: as many as
+        every limit lets start, less those given it already and not yet taken by a worker
+        (each holds its room until then: else every look at the lane would give that room
+        again, to one more task). Negative when a task that was never throttled took it."""
         if self.blocked_until(now) > now:
             return 0
         room = math.inf
@@ -125,7 +131,23 @@ class LaneState:
             room = self.max_running - self.running
         if self.starts is not None:
             room = min(room, self.max_starts - len(self.starts))  # type: ignore[operator]
-        return room
+        return room - len(self.given)
+
+    def more_room_at(self, now: float) -> float:
+        """When time alone next gives the lane more room than ``room(now)``, always after
+        ``now``; ``math.inf`` if only a run's end can (or nothing holds the lane back)."""
+        when = self.blocked_until(now)
+        if when > now:
+            return when
+        # Not blocked: the window gives more room as its oldest start leaves it, unless
+        # max_running leaves less room than the window does.
+        starts = self.starts
+        if starts and (
+            self.max_running is None
+            or self.max_running - self.running > self.max_starts - len(starts)  # type: ignore[operator]
+        ):
+            return starts[0] + self.per
+        return math.inf
 
     def holds_back(self, now: float) -> float | None:
         """While nothing of the lane waits or runs: until when a limit is still in effect

@@ -661,6 +661,7 @@ class Scheduler:
         self._counts[THROTTLED] += 1
         lane.moved(READY, THROTTLED)
         task.state = THROTTLED
+        lane.given.discard(task)  # it did not take the room it was given: another may
         self._hold(lane, entry)
         self._release_lane(lane, now, effects, worker_coming=True)
         return False
@@ -675,7 +676,10 @@ class Scheduler:
     ) -> None:
         """Give a lane's best throttled tasks back to the workers, as many as its limits let
         start now; if a window or cooldown holds the others back, look again when it passes.
-        ``worker_coming``: the caller is a worker on its way to take a task."""
+        ``worker_coming``: the caller is a worker on its way to take a task.
+
+        Called wherever the lane's room may have changed: so that its throttled tasks never
+        wait while it has room, and a look is planned whenever time alone gives it more."""
         throttled, ready, counts = lane.throttled, self._ready, self._counts
         room = lane.room(now)
         while throttled and room > 0:
@@ -687,6 +691,7 @@ class Scheduler:
             counts[READY] += 1
             lane.moved(THROTTLED, READY)
             task.state = READY
+            lane.given.add(task)
             heappush(ready, entry)
             room -= 1
             if worker_coming:
@@ -695,10 +700,14 @@ class Scheduler:
                 self._worker_for(effects)
         if not throttled:
             self._throttling.discard(lane)
-        elif room == 0:
-            when = lane.blocked_until(now)
-            if when < math.inf:  # else a run of the lane ends first, and releases
-                self._look_again(lane, when, effects)
+            return
+        # No room left for them: look again when time alone gives more, never at a time
+        # already passed. That look would come in this same promotion, while the tasks just
+        # given the room still hold it, and give it again; they look again themselves as
+        # they leave the ready heap (see _lane_claimed, _start_in_lane).
+        when = lane.more_room_at(now)
+        if when < math.inf:  # else a run of the lane ends first, and releases
+            self._look_again(lane, when, effects)
 
     def _look_again(self, lane: LaneState, when: float, effects: Effects) -> None:
         """Have the promoter look at a lane at ``when`` (see _review_lane)."""
@@ -725,8 +734,12 @@ class Scheduler:
         self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
     ) -> None:
         lane.moved(was, state)
+        lane.given.discard(task)
         if state == STARTED:
-            lane.start(self.clock.now())
+            now = self.clock.now()
+            lane.start(now)
+            if lane.throttled:  # the start may fill a window the others must wait out
+                self._release_lane(lane, now, effects)
             return
         if task.recurrence is None:
             # Its future, which the user may keep, holds it: it must not hold the lane.
@@ -873,6 +886,9 @@ class Scheduler:
             # Queued before the original is claimed: its lane never looks idle meanwhile
             # (a lane's shutdown(wait=True) would return).
             self._queue(new, None, effects, held=was == THROTTLED)
+            lane = task.lane
+            if lane is not None and task in lane.given and new.state == READY:
+                lane.given.add(new)  # else the original's claim would give its room again
             self._claim(task, VOID, effects)
             task.hand_over()  # the copy holds the call: nothing is freed here
             self._discarded(effects)

@@ -196,6 +196,8 @@ class MTask:
         # attempt follows, or if the retry does not start by the deadline.
         self.error: tuple[type[Exception], tuple[Any, ...]] | None = None
         self.cancel_requested = False  # cancelled during an attempt (it has a retry policy)
+        # Given its lane's room back when throttled: holds it until a worker takes the task.
+        self.given = False
         # pending, ready, throttled, running, completed, failed, cancelled, expired, void
         self.state = "pending"
 
@@ -302,6 +304,7 @@ class Model:
             if not ready:
                 return False
             task = min(ready, key=self.key)
+            task.given = False  # taken: it starts, or is throttled again
             lane = task.lane
             if lane is None or self.may_start(task, lane):
                 task.state = "running"
@@ -322,12 +325,14 @@ class Model:
 
     def release_lane(self, lane: MLane) -> None:
         """Give a lane's best throttled tasks back to the workers, as many as its limits let
-        start now."""
+        start now, less those given the room already that no worker took yet."""
         room = lane.usage.room(lane, self.now)
+        room -= sum(task.given for task in self.in_state("ready", lane))
         for task in sorted(self.in_state("throttled", lane), key=self.key):
             if room <= 0:
                 break
             task.state = "ready"
+            task.given = True
             room -= 1
 
     def claimed(self, task: MTask, state: str) -> None:
@@ -348,12 +353,7 @@ class Model:
             elif task.state == "pending" and task.due <= self.now:
                 task.state = "ready"
         for lane in self.lanes:  # a window or a cooldown may have passed
-            if lane.usage.blocked_until(lane, self.now) <= self.now:
-                # As many as may start should move back (self.release_lane(lane)), but the
-                # executor moves back every throttled task of a lane that has room: see
-                # test_a_lane_gives_its_room_once in test_lanes.py, an expected failure.
-                for task in self.in_state("throttled", lane):
-                    task.state = "ready"
+            self.release_lane(lane)
         self.start_next()
 
     def release(self, task: MTask, error: type[Exception] | None) -> None:
