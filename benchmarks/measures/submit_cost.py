@@ -70,8 +70,11 @@ def judge(measurement: Measurement) -> list[Row]:
     ]
 
 
-def submit_micros(executor: Executor, variant: str, delays: Sequence[float]) -> dict[str, float]:
-    """Microseconds per delayed submit over one batch; the batch is cancelled afterwards."""
+def submit_micros(
+    executor: Executor, variant: str, delays: Sequence[float | None]
+) -> dict[str, float]:
+    """Microseconds per submit over one batch, each with its delay (None: a plain submit, due
+    at once); the batch is cancelled afterwards."""
     submit: Submit = executor.submit
     start = time.perf_counter()
     futures = [submit(noop, delay=delay) for delay in delays]
