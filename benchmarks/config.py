@@ -27,6 +27,8 @@ class Sizes:
     head_of_line_tasks: int
     rate_seconds: float
     retry_tasks: int
+    reschedule_waiting: int
+    reschedule_calls: int
 
 
 FULL = Sizes(
@@ -48,6 +50,8 @@ FULL = Sizes(
     head_of_line_tasks=10_000,
     rate_seconds=10.0,
     retry_tasks=10_000,
+    reschedule_waiting=100_000,
+    reschedule_calls=1_000,
 )
 
 QUICK = Sizes(
@@ -69,6 +73,8 @@ QUICK = Sizes(
     head_of_line_tasks=2_000,
     rate_seconds=2.0,
     retry_tasks=1_000,
+    reschedule_waiting=20_000,
+    reschedule_calls=1_000,
 )
 
 SEED = 20_240_601

@@ -31,6 +31,8 @@ COLORS = {
     "PE no lanes": "tab:cyan",
     "PE alone": "tab:cyan",
     "PE resubmit": "tab:cyan",
+    "PE submit": "tab:cyan",
+    "PE unbounded": "tab:cyan",
 }
 LOG_SCALE_SPREAD = 30
 """Use a log scale when the largest median exceeds the smallest this many times."""

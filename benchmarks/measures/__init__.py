@@ -1,4 +1,4 @@
-"""The fourteen measures, in the order they run and are reported.
+"""The sixteen measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -16,6 +16,7 @@ from typing import Callable
 
 from benchmarks.config import Sizes
 from benchmarks.measures import (
+    backpressure,
     cancellation,
     cpu,
     head_of_line,
@@ -25,6 +26,7 @@ from benchmarks.measures import (
     latency,
     lateness,
     memory,
+    reschedule,
     retries,
     submit_cost,
     throughput,
@@ -95,6 +97,14 @@ MEASURES = (
     ),
     Measure(13, "lane-rate", "lane start rate, 100 per 1 s", lane_rate.run, lane_rate.judge),
     Measure(14, "retries", "retry lateness", retries.run, retries.judge),
+    Measure(15, "reschedule", "reschedule vs submit cost", reschedule.run, reschedule.judge),
+    Measure(
+        16,
+        "max-waiting",
+        "producer/consumer throughput, max_waiting=1000",
+        backpressure.run,
+        backpressure.judge,
+    ),
 )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from contextlib import ExitStack
 from functools import partial
+from typing import Callable
 
 from benchmarks.config import FAR_FUTURE, SEED, Sizes
 from benchmarks.pools import PRIORITY_EXECUTOR, Submit, noop, running
@@ -70,12 +71,18 @@ def judge(measurement: Measurement) -> list[Row]:
     ]
 
 
-def submit_micros(executor: Executor, variant: str, delays: Sequence[float]) -> dict[str, float]:
-    """Microseconds per delayed submit over one batch; the batch is cancelled afterwards."""
+def submit_micros(
+    executor: Executor,
+    variant: str,
+    delays: Sequence[float | None],
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Microseconds per submit over one batch, each with its delay (None: a plain submit, due
+    at once), timed on ``clock``; the batch is cancelled afterwards."""
     submit: Submit = executor.submit
-    start = time.perf_counter()
+    start = clock()
     futures = [submit(noop, delay=delay) for delay in delays]
-    elapsed = time.perf_counter() - start
+    elapsed = clock() - start
     for future in futures:
         future.cancel()
     return {variant: elapsed / len(delays) * 1e6}
