@@ -1,7 +1,7 @@
 """``max_waiting``: the gate where a submit waits while that many tasks wait to start.
 
 Whether there is room is the scheduler's to say, under its lock, where the waiting tasks
-are counted (see ``Scheduler.take_room``). The gate only parks the submitters that found
+are counted (see ``Scheduler._take_room``). The gate only parks the submitters that found
 none, on a condition of its own, and wakes them when room may have come: a task started or
 left the waiting states, or shutdown began (``wake()``, applied after the scheduler's lock
 is released, as every effect is). So the gate's lock is never taken with the scheduler's
@@ -19,9 +19,11 @@ class Gate:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        # Submits let through whose task is not counted as waiting yet: room they hold.
-        # Read and written under the scheduler's lock.
-        self.entering = 0
+        # One entry per submit let through whose task may not be counted as waiting yet:
+        # room it holds. Appended to under the scheduler's lock, popped without it (see
+        # entered()), as list.pop is atomic: a submit takes the lock once, as it looks
+        # for room; then it queues its task as any submit does, without the lock.
+        self.entering: list[None] = []
         # Reentrant: a garbage-collected object's __del__ that cancels a future may run
         # wake() in a thread that holds this lock in enter().
         self._parked = threading.Condition(threading.RLock())
@@ -48,6 +50,13 @@ class Gate:
         finally:
             with parked:
                 self._blocked -= 1
+
+    def entered(self) -> None:
+        """A submit let through has queued its task, or failed to: it holds no room now.
+        Until this, its task was counted twice, queued and entering: a submit that found
+        no room in between is woken to look again."""
+        self.entering.pop()
+        self.wake()
 
     def wake(self) -> None:
         """Room may have come: every blocked submitter looks again (one that finds none

@@ -171,18 +171,12 @@ class Scheduler:
             self.add(task, due_now, admitted=True)
             return
         gate.enter(functools.partial(self._take_room, gate, task.lane))
-        added = False
         try:
             self.add(task, due_now, admitted=True)
-            added = True
         finally:
-            self.lock.acquire()
-            gate.entering -= 1
-            self._release()
-            # The room it held now holds its task, unless the task is not waiting: refused,
-            # failed by its policy, or started already. Then it is another submit's.
-            if not added or task.state > READY:
-                gate.wake()
+            # Counted as waiting by now (or refused, or failed, or started): the room it
+            # held is its task's, or another submit's.
+            gate.entered()
 
     def _take_room(self, gate: Gate, lane: LaneState | None) -> bool:
         """Hold room for one more waiting task, if there is any; raise if the executor, or
@@ -193,10 +187,10 @@ class Scheduler:
             if lane is not None:
                 _check_lane_open(lane)
             counts = self._counts
-            waiting = counts[PENDING] + counts[THROTTLED] + self._ready_count() + gate.entering
-            room = waiting < gate.limit
+            waiting = counts[PENDING] + counts[THROTTLED] + self._ready_count()
+            room = waiting + len(gate.entering) < gate.limit
             if room:
-                gate.entering += 1
+                gate.entering.append(None)
         finally:
             self._release()
         return room
@@ -734,7 +728,8 @@ class Scheduler:
         self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
     ) -> None:
         lane.moved(was, state)
-        lane.given.discard(task)
+        if lane.given:
+            lane.given.discard(task)
         if state == STARTED:
             now = self.clock.now()
             lane.start(now)

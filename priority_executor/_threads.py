@@ -15,7 +15,14 @@ from typing import Any, Callable
 
 LOGGER = logging.getLogger("concurrent.futures")
 
-_here = threading.local()
+
+class _Here(threading.local):
+    # A class default: a thread that never set it reads None without an AttributeError
+    # raised and caught, on every submit with max_waiting and every cancel().
+    owner: object = None
+
+
+_here = _Here()
 
 
 def start(name: str, owner: object, target: Callable[..., object], *args: Any) -> threading.Thread:
@@ -55,7 +62,7 @@ class acting_for:
         self._owner = owner
 
     def __enter__(self) -> None:
-        self._outer = getattr(_here, "owner", None)
+        self._outer = _here.owner
         _here.owner = self._owner
 
     def __exit__(self, *exc_info: object) -> None:
@@ -65,4 +72,4 @@ class acting_for:
 def owned_by(owner: object) -> bool:
     """Whether the calling thread is one of ``owner``'s, or acts for it: a task or a
     done-callback of ``owner``'s, which cannot wait for the work it is part of."""
-    return getattr(_here, "owner", None) is owner
+    return _here.owner is owner
