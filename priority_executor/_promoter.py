@@ -1,15 +1,23 @@
 """The promoter: the thread that sleeps until the next due time or deadline, then promotes.
 
-It sleeps on a ``SimpleQueue`` rather than on a condition of the scheduler's lock: a put is
-a wake-up that anyone may send without that lock, from anywhere (``SimpleQueue.put`` is
-safe in a ``__del__`` or a finalizer), and one sent before the promoter blocks is not lost.
+It sleeps on a lock of its own, held while no wake-up is pending, as an idle worker parks on
+one, rather than on a condition of the scheduler's lock: releasing it is a wake-up that
+anyone may send without that lock, from anywhere (``release()`` never blocks, so it is safe
+in a ``__del__`` or a finalizer), and one sent before the promoter blocks is not lost.
 A ``ManualClock`` promotes in ``advance()`` instead, and no promoter thread starts.
+
+Not on a ``queue.SimpleQueue``: before Python 3.13, its ``get(timeout=t)`` can block for
+ever. Once a put's item has been taken while no one waited, its inner lock stays free; the
+next ``get()`` on the empty queue takes that lock, then recomputes the time left, and if the
+thread lost the CPU for more than ``t`` in between, waits with a negative time, which means
+no limit. The promoter's timeouts are often microseconds: under load, it slept through every
+due time from then on. ``Lock.acquire(timeout=t)`` takes a time left below zero as timed out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-import queue
 import threading
 from typing import TYPE_CHECKING
 
@@ -23,7 +31,9 @@ class Promoter:
     def __init__(self, scheduler: Scheduler, name: str) -> None:
         self._scheduler = scheduler
         self.name = name
-        self._wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
+        # Released: a wake-up is pending (one stands for any number: a promotion sees all).
+        self._bell = threading.Lock()
+        self._bell.acquire()
         self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
         self._retired = False
@@ -41,7 +51,8 @@ class Promoter:
                 self._thread = _threads.start(self.name, self._scheduler, self._run)
 
     def wake(self) -> None:
-        self._wakeups.put(None)
+        with contextlib.suppress(RuntimeError):  # released already: a wake-up is pending
+            self._bell.release()
 
     def retire(self) -> None:
         """Nothing is left to promote: the thread exits, and none starts any more."""
@@ -59,7 +70,7 @@ class Promoter:
         _threads.serve(self._loop)
 
     def _loop(self) -> None:
-        scheduler, wakeups, clock = self._scheduler, self._wakeups, self._scheduler.clock
+        scheduler, bell, clock = self._scheduler, self._bell, self._scheduler.clock
         while True:
             wake_at = scheduler.promote_and_plan()
             if wake_at is None:
@@ -67,13 +78,9 @@ class Promoter:
             # Read after promoting: a large batch must not make the next timer late.
             timeout = wake_at - clock.now()
             if timeout > 0:
-                try:
-                    if timeout == math.inf:
-                        wakeups.get()
-                    else:
-                        # A far-future due time waits in steps the platform accepts.
-                        wakeups.get(timeout=min(timeout, threading.TIMEOUT_MAX))
-                except queue.Empty:
-                    pass
-            while not wakeups.empty():  # the next promotion sees whatever these were for
-                wakeups.get_nowait()
+                if timeout == math.inf:
+                    bell.acquire()
+                else:
+                    # A far-future due time waits in steps the platform accepts.
+                    bell.acquire(timeout=min(timeout, threading.TIMEOUT_MAX))
+            bell.acquire(False)  # the next promotion sees whatever a wake-up since was for

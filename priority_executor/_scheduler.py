@@ -561,6 +561,8 @@ class Scheduler:
                     return task
                 if ended is not None:
                     return None  # its future is not complete: no parking before it is
+                # Read before the look, if closed: see the release before parking, below.
+                ends = None if self._closed is None else self._ends()
                 finished = self._finished()
                 if finished:
                     return None
@@ -579,6 +581,13 @@ class Scheduler:
                 # Workers parked behind this one are idle like it: there is nothing to take.
                 handing.pop()
                 self._release()
+                # But one of them may have parked right after counting the end of a task
+                # that this look took for running (the last one: then nothing else looks
+                # again). Its count came before its attempt at the lock failed, so before
+                # this release: a read after it sees that count, and a worker (this one,
+                # maybe) looks again.
+                if ends is not None and self._ends() != ends:
+                    workers.wake_one()
                 try:
                     if lane_effects is not None:  # a lane's timer, say: not after a long sleep
                         effects, lane_effects = lane_effects, None
@@ -1042,8 +1051,13 @@ class Scheduler:
     def _running(self) -> int:
         """Tasks started and not ended, under the lock. Starts are counted under it, ends in
         the workers' tallies without it: a tally read before its worker counts an end only
-        makes this larger, and that worker looks again (in take()) once it has counted."""
-        return self._counts[STARTED] - sum(sum(tally) for tally in self.workers.tallies)
+        makes this larger, and that worker looks again (in take()) once it has counted, or
+        has the worker it parked behind look again (see the parking in take())."""
+        return self._counts[STARTED] - self._ends()
+
+    def _ends(self) -> int:
+        """Runs ended, as the workers count them in their tallies, without the lock."""
+        return sum(sum(tally) for tally in self.workers.tallies)
 
     def _wind_down(self) -> None:
         self._drained.set()

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 import pytest
-from helpers import TIMEOUT, blocked_worker, in_thread, wait_until
+from helpers import TIMEOUT, blocked_worker, in_thread, shutdown_bounded, wait_until
 
 from priority_executor import PriorityExecutor
 from priority_executor.testing import ManualClock
@@ -217,3 +217,53 @@ def test_submit_queued_before_the_clock_advances_past_its_due_time() -> None:
         assert ex.stats().scheduled == 1
         clock.advance(2)
         assert future.result(timeout=TIMEOUT) == 0
+
+
+def test_the_last_task_ends_while_another_worker_holds_the_lock_to_look() -> None:
+    """Worker A, in take() with the lock, finds the executor closed but not finished: the
+    last task still runs in worker B. Before A releases the lock, B counts that task's end
+    (in its tally, without the lock) and, finding the lock held by a worker in take(), parks
+    behind A without a look of its own. A, parking in turn, must see to it that someone
+    looks again: else both sleep, and shutdown(wait=True) waits for ever."""
+    ex = PriorityExecutor(2)
+    scheduler = ex._scheduler
+    threads: dict[str, threading.Thread] = {}
+    started = {name: threading.Event() for name in "AB"}
+    go_on = {name: threading.Event() for name in "AB"}
+
+    def body(name: str) -> str:
+        threads[name] = threading.current_thread()
+        started[name].set()
+        assert go_on[name].wait(TIMEOUT)
+        return name
+
+    b = ex.submit(body, "B")
+    assert started["B"].wait(TIMEOUT)
+    a = ex.submit(body, "A")
+    assert started["A"].wait(TIMEOUT)
+    pause = Pause()
+    finished = scheduler._finished
+
+    def finished_then_pause() -> bool:
+        done = finished()
+        if not done and threading.current_thread() is threads["A"]:
+            pause()  # A holds the lock, and took B's task for running
+        return done
+
+    scheduler._finished = finished_then_pause  # type: ignore[method-assign]
+    try:
+        closing = in_thread(ex.shutdown)  # wait=True: it looks once, now, then waits
+        wait_until(lambda: scheduler._closed is not None, what="shutdown to close intake")
+        go_on["A"].set()
+        assert pause.reached.wait(TIMEOUT)
+        go_on["B"].set()
+        wait_until(lambda: scheduler.workers.idle, what="B to park behind A")
+        pause.go_on.set()
+        closing.join(TIMEOUT)
+        assert not closing.is_alive(), "shutdown(wait=True) hung: no one looked again"
+    finally:
+        for event in (*go_on.values(), pause.go_on):
+            event.set()
+        shutdown_bounded(ex)  # looks again itself: ends the executor even if that hung
+    assert (a.result(timeout=0), b.result(timeout=0)) == ("A", "B")
+    assert ex.stats().running == 0

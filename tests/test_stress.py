@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import hashlib
+import os
 import random
 import threading
 import time
@@ -13,9 +15,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import TIMEOUT, Boom
+from helpers import TIMEOUT, Boom, unique_prefix
 
 from priority_executor import ExecutorStats, PriorityExecutor
+from priority_executor._clock import MonotonicClock
+from priority_executor._promoter import Promoter
 from priority_executor.testing import ManualClock
 
 
@@ -338,3 +342,65 @@ def test_stress_cancel_races_start() -> None:
     assert len(ledger.cancel_true) + len(ledger.cancel_false) == n
     outcomes = ledger.check(ex)
     assert outcomes["cancelled"] == len(ledger.cancel_true)
+
+
+class WakingPlanner:
+    """Stands in for the scheduler of a promoter: each promotion plans a sleep of a
+    microsecond, and every other one wakes the promoter while it is awake, as a timer queued
+    meanwhile would (so that the next sleep begins with no wake-up pending, but with one
+    taken since it last slept)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.clock = MonotonicClock()
+        self.promoter = Promoter(self, unique_prefix("promoter"))  # type: ignore[arg-type]
+        self.end = self.clock.now() + seconds
+        self.rounds = 0
+
+    def promote_and_plan(self) -> float | None:
+        self.rounds += 1
+        if self.rounds % 2:
+            self.promoter.wake()
+        now = self.clock.now()
+        return None if now > self.end else now + 1e-6
+
+
+def burn(data: bytes, stop: threading.Event) -> None:
+    while not stop.is_set():
+        hashlib.sha256(data).digest()  # without the GIL: the other threads lose the CPU
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+@pytest.mark.timeout(60)
+def test_the_promoter_wakes_from_short_sleeps_on_a_busy_machine() -> None:
+    """The promoter sleeps until the next due time, often microseconds away, and is woken
+    when an earlier timer is queued. Each sleep ends on time, whatever wake-ups came and went
+    before it, even when the promoter's thread loses the CPU as the sleep begins (here,
+    threads hashing without the GIL outnumber the cores). Before Python 3.13, a
+    ``SimpleQueue.get(timeout=t)`` then blocked for ever, and with it every delayed task.
+    That loss of the CPU cannot be forced from Python: this makes it likely."""
+    planner = WakingPlanner(seconds=2.0)
+    stop, data = threading.Event(), bytes(1 << 20)
+    burners = [
+        threading.Thread(target=burn, args=(data, stop), daemon=True)
+        for _ in range(min(usable_cores(), 16) + 1)
+    ]
+    for burner in burners:
+        burner.start()
+    try:
+        planner.promoter.start()
+        thread = planner.promoter._thread
+        assert thread is not None
+        thread.join(2.0 + TIMEOUT)
+        assert not thread.is_alive(), f"a sleep never ended, after {planner.rounds} rounds"
+    finally:
+        stop.set()
+        for burner in burners:
+            burner.join(TIMEOUT)
+        planner.promoter.wake()  # frees it if it hung (on the lock that a wake-up releases)
+    assert planner.rounds > 1000
