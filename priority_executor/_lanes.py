@@ -14,6 +14,7 @@ a timer of a limit still in effect. Then it is forgotten, and costs nothing.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future
@@ -207,7 +208,7 @@ class RunEnd:
 
     __slots__ = ("next", "park", "task")
 
-    def __init__(self, park: Any) -> None:
+    def __init__(self, park: threading.Lock) -> None:
         self.park = park  # the worker's
         self.task: Task | None = None  # the one running
         self.next: Task | None = None  # claimed for the worker when that one ended

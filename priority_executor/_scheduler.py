@@ -216,17 +216,13 @@ class Scheduler:
 
     def _take_back(self, task: Task) -> bool:
         """Withdraw a task that shutdown's (or its lane's) last look at the intake may have
-        missed. False if
-        it stays accepted: a worker started it already (then shutdown waits for it), or the
-        pool broke (then it fails as every waiting task did, as in ``ThreadPoolExecutor``,
-        whose initializer may fail while the first task is queued)."""
+        missed. False if it stays accepted: a worker started it already (then shutdown waits
+        for it), or the pool broke (then it fails as every waiting task did, as in
+        ``ThreadPoolExecutor``, whose initializer may fail while the first task is queued)."""
         effects = Effects()
         self.lock.acquire()
         try:
-            if task.lane is not None:
-                # A lane counts its task once drained; the drain takes back a task of a
-                # lane closed since the lane's last look at the intake.
-                self._drain_intake()
+            # VOID: a drain took it back already, its lane being closed (see _drain_intake).
             taken_back = task.state <= READY or task.state == VOID
             if task.state <= READY:
                 if self._broken is not None:
@@ -736,7 +732,8 @@ class Scheduler:
     def _lane_claimed(
         self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
     ) -> None:
-        lane.moved(was, state)
+        # A task still in the intake is not its lane's yet (see _drain_intake).
+        lane.moved(None if was == INTAKE else was, state)
         if lane.given:
             lane.given.discard(task)
         if state == STARTED:
@@ -861,8 +858,6 @@ class Scheduler:
         try:
             task = future._task
             assert task is not None
-            if task.state == INTAKE and task.lane is not None:
-                self._drain_intake()  # its lane counts it once drained: see _end
             was = task.state
             if was > READY:
                 return False
@@ -932,8 +927,6 @@ class Scheduler:
             self._flush_done()
 
     def _end(self, task: Task, cancelled: bool, effects: Effects) -> None:
-        if task.state == INTAKE and task.lane is not None:
-            self._drain_intake()  # its lane counts it once drained: then it is claimed
         waiting = task.state <= READY
         if waiting:
             self._claim(task, CANCELLED if cancelled else FAILED, effects)
