@@ -108,28 +108,40 @@ def test_submit_paused_after_its_open_check_while_shutdown_completes(workers: st
     assert ex.stats().running == ex.stats().ready == 0
 
 
-def test_submit_paused_after_queueing_while_shutdown_closes() -> None:
-    """Shutdown second: the task is in the intake when shutdown closes it, and the submit
-    has not yet looked again. Either the submit takes its task back and raises, or a worker
-    started it, the submit returns, and shutdown(wait=True) waits for it."""
+@pytest.mark.parametrize("closing", ["the executor", "its lane"])
+def test_submit_paused_after_queueing_while_shutdown_closes(closing: str) -> None:
+    """Shutdown second: the task is in the intake when shutdown (of the executor, or of the
+    task's lane) closes it, and the submit has not yet looked again. Either the submit
+    takes its task back and raises, or a worker started it, the submit returns, and
+    shutdown(wait=True) waits for it."""
     ex = PriorityExecutor(1)
     assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
+    lane = None if closing == "the executor" else ex.lane(max_running=1)
+    target: Executor = ex if lane is None else lane
     log: list[str] = []
     pause = Pause()
     ex._scheduler._intake = PausingIntake(pause)  # type: ignore[assignment]
-    outcome = submit_in_thread(ex, lambda: log.append("ran"))
+    outcome = submit_in_thread(target, lambda: log.append("ran"))
     assert pause.reached.wait(TIMEOUT)
 
     def shutdown() -> None:
-        ex.shutdown(wait=True)
+        target.shutdown(wait=True)
         log.append("shutdown returned")
 
-    closing = in_thread(shutdown)
-    wait_until(lambda: ex._scheduler._closed is not None, what="shutdown to close intake")
+    closing_thread = in_thread(shutdown)
+    wait_until(
+        lambda: ex._scheduler._closed is not None if lane is None else lane._state.closed,
+        what="shutdown to close",
+    )
     pause.go_on.set()
-    closing.join(TIMEOUT)
-    assert not closing.is_alive()
+    closing_thread.join(TIMEOUT)
+    assert not closing_thread.is_alive()
     shutdown_returns_after_what_it_accepted(outcome, log)
+    if lane is not None:
+        stats = lane.stats()
+        assert stats.ready == stats.running == 0
+        assert stats.completed == (1 if "future" in outcome else 0)
+        ex.shutdown()
 
 
 def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down() -> None:
@@ -159,34 +171,6 @@ def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down() -> 
         assert ex.submit(int).result(timeout=TIMEOUT) == 0  # the executor goes on
         assert lane.stats() == ex.lane().stats()  # nothing of it counted, anywhere
         assert ex.stats().completed == 2
-
-
-def test_lane_submit_paused_after_queueing_while_the_lane_shuts_down() -> None:
-    """The lane's shutdown second: the task is in the intake when the lane closes, and the
-    submit has not yet looked again. Either the submit takes its task back and raises, or
-    a worker started it, the submit returns, and the lane's shutdown(wait=True) waits."""
-    with PriorityExecutor(1) as ex:
-        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
-        lane = ex.lane(max_running=1)
-        log: list[str] = []
-        pause = Pause()
-        ex._scheduler._intake = PausingIntake(pause)  # type: ignore[assignment]
-        outcome = submit_in_thread(lane, lambda: log.append("ran"))
-        assert pause.reached.wait(TIMEOUT)
-
-        def shutdown() -> None:
-            lane.shutdown(wait=True)
-            log.append("shutdown returned")
-
-        closing = in_thread(shutdown)
-        wait_until(lambda: lane._state.closed, what="the lane to close")
-        pause.go_on.set()
-        closing.join(TIMEOUT)
-        assert not closing.is_alive()
-        shutdown_returns_after_what_it_accepted(outcome, log)
-        stats = lane.stats()
-        assert stats.ready == stats.running == 0
-        assert stats.completed == (1 if "future" in outcome else 0)
 
 
 def test_submit_paused_before_queueing_while_the_clock_advances_past_its_due_time() -> None:

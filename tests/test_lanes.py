@@ -8,7 +8,7 @@ import gc
 import sys
 import threading
 import time
-from concurrent.futures import CancelledError, Executor, ThreadPoolExecutor, wait
+from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor, wait
 from datetime import timedelta
 from typing import Any
 
@@ -306,15 +306,22 @@ def states(lane: Lane) -> list[str]:
     return [w.state for w in lane.waiting()]
 
 
+def cooling_down(ex: PriorityExecutor, log: Log, cooldown: float) -> tuple[Lane, Future[Any]]:
+    """A lane of one task at a time whose task a ended at t = 0, with b and c throttled by
+    its cooldown. Returns the lane and b's future."""
+    lane = ex.lane(max_running=1, cooldown=cooldown)
+    lane.submit(log.job("a")).result(timeout=TIMEOUT)
+    b = lane.submit(log.job("b"))
+    lane.submit(log.job("c"))
+    wait_until(lambda: lane.stats().throttled == 2, what="two throttled")
+    return lane, b
+
+
 def test_a_claim_in_the_lane_leaves_the_room_with_the_task_it_was_given_to() -> None:
     clock = ManualClock()
     log = Log(clock)
     with PriorityExecutor(1, clock=clock) as ex:
-        lane = ex.lane(max_running=1, cooldown=0.5)
-        lane.submit(log.job("a")).result(timeout=TIMEOUT)  # ends at t = 0
-        for label in ("b", "c"):
-            lane.submit(log.job(label))
-        wait_until(lambda: lane.stats().throttled == 2, what="two throttled")
+        lane, _ = cooling_down(ex, log, 0.5)
         with blocked_worker(ex):
             clock.advance(0.5)  # room for one: b, which waits for the worker
             assert states(lane) == ["ready", "throttled"]
@@ -333,11 +340,7 @@ def test_a_rescheduled_task_keeps_the_room_it_was_given() -> None:
     clock = ManualClock()
     log = Log(clock)
     with PriorityExecutor(1, clock=clock) as ex:
-        lane = ex.lane(max_running=1, cooldown=0.5)
-        lane.submit(log.job("a")).result(timeout=TIMEOUT)  # ends at t = 0
-        b = lane.submit(log.job("b"))
-        lane.submit(log.job("c"))
-        wait_until(lambda: lane.stats().throttled == 2, what="two throttled")
+        lane, b = cooling_down(ex, log, 0.5)
         with blocked_worker(ex):
             clock.advance(0.5)  # room for one: b, which waits for the worker
             assert ex.reschedule(b, priority=3)  # its copy takes over that room
@@ -399,11 +402,7 @@ def test_a_task_given_room_that_is_throttled_again_gives_it_back() -> None:
     clock = ManualClock()
     log = Log(clock)
     with PriorityExecutor(1, clock=clock) as ex:
-        lane = ex.lane(max_running=1, cooldown=1)
-        lane.submit(log.job("a")).result(timeout=TIMEOUT)  # ends at t = 0
-        for label in ("b", "c"):
-            lane.submit(log.job(label))
-        wait_until(lambda: lane.stats().throttled == 2, what="two throttled")
+        lane, _ = cooling_down(ex, log, 1)
         with blocked_worker(ex):
             clock.advance(1)  # room for b, which waits for the worker
             lane.submit(log.job("first"), priority=1)  # comes first, and takes that room
