@@ -14,7 +14,6 @@ a timer of a limit still in effect. Then it is forgotten, and costs nothing.
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future
@@ -199,27 +198,23 @@ class LaneTimer(TimerEntry):
         return self.lane.timer is self
 
 
-class RunEnd:
+class LaneTally:
     """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
-    here, under the scheduler's lock, which frees the lane's slot before the run's future
-    completes (so whoever sees it done finds the lane's room back). In the same locked
-    section, the worker claims its next task (see ``Scheduler.take``): one lock round trip
-    for the end and the next start, as for a task without a lane."""
+    in the worker's tally, as any run does, and posts its end to the scheduler, without
+    the lock, before its future completes (see ``Scheduler.lane_run_ended``)."""
 
-    __slots__ = ("next", "park", "task")
+    __slots__ = ("tally", "task")
 
-    def __init__(self, park: threading.Lock) -> None:
-        self.park = park  # the worker's
-        self.task: Task | None = None  # the one running
-        self.next: Task | None = None  # claimed for the worker when that one ended
+    def __init__(self, tally: list[int], task: Task) -> None:
+        self.tally = tally  # the worker's
+        self.task = task
 
     def __getitem__(self, state: int) -> int:
-        return 0
+        return self.tally[state]
 
     def __setitem__(self, state: int, count: int) -> None:
-        task, self.task = self.task, None
-        assert task is not None
-        self.next = task.scheduler.take(self.park, task, state)
+        self.task.scheduler.lane_run_ended(self.task, state)
+        self.tally[state] = count
 
 
 def make_lane_state(

@@ -91,6 +91,7 @@ class Scheduler:
         self._recurring: set[Task] = set()  # tasks of live recurring series
         self._throttling: set[LaneState] = set()  # lanes that hold throttled tasks
         self._done: deque[tuple[Task, bool]] = deque()  # see future_done()
+        self._lane_ends: deque[tuple[Task, int, float]] = deque()  # see lane_run_ended()
         self._closed: str | None = None  # why submit() now raises
         self._broken: BaseException | None = None  # why nothing can run any more
         self._shutdown_requested: str | None = None  # by the GC finalizer: see request_shutdown
@@ -323,6 +324,7 @@ class Scheduler:
                     lane.retries += 1
                 self._queue(task, None, effects)
                 if lane is not None:
+                    lane.end(now)
                     self._lane_run_over(lane, now, effects)
                 effects.later.append(
                     functools.partial(
@@ -503,38 +505,27 @@ class Scheduler:
 
     # -- workers -----------------------------------------------------------------------------
 
-    def take(
-        self, park: threading.Lock, ended: Task | None = None, outcome: int = COMPLETED
-    ) -> Task | None:
+    def take(self, park: threading.Lock) -> Task | None:
         """Claim the best due task for a worker, parking on ``park`` while there is none.
 
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
-
-        ``ended``: a lane's task whose run just ended in ``outcome``, still to complete its
-        future (see ``_lanes.RunEnd``). Its end is counted in the same locked section as the
-        next claim, and before the future completes, so that whoever sees it done finds
-        the lane's room back. Then this never parks: None means that nothing was ready.
         """
-        lock, intake, ready = self.lock, self._intake, self._ready
+        lock, intake, ready, lane_ends = self.lock, self._intake, self._ready, self._lane_ends
         workers = self.workers
         idle, handing = workers.idle, workers.handing
         lane_effects = None
         if lock.acquire(False):
             handing.append(None)
-        elif ended is not None:
-            # Not parked behind another worker, which wakes a parked one only if work is
-            # left: the work left may be this end's to release (a throttled task of its lane).
-            handing.append(None)
-            lock.acquire()
         else:
             workers.lock_for_worker(lock, park)
         finished = False
         try:
-            if ended is not None:
-                lane_effects = Effects()
-                self._lane_run_ended(ended, outcome, lane_effects)
             while True:
+                if lane_ends:
+                    if lane_effects is None:
+                        lane_effects = Effects()
+                    self._count_lane_ends(lane_effects)
                 if intake:
                     self._drain_intake()
                 while ready:
@@ -555,8 +546,6 @@ class Scheduler:
                     else:
                         self._claim(task, STARTED)
                     return task
-                if ended is not None:
-                    return None  # its future is not complete: no parking before it is
                 # Read before the look, if closed: see the release before parking, below.
                 ends = None if self._closed is None else self._ends()
                 finished = self._finished()
@@ -581,8 +570,9 @@ class Scheduler:
                 # that this look took for running (the last one: then nothing else looks
                 # again). Its count came before its attempt at the lock failed, so before
                 # this release: a read after it sees that count, and a worker (this one,
-                # maybe) looks again.
-                if ends is not None and self._ends() != ends:
+                # maybe) looks again. Likewise for a lane's run that ended: its room may be
+                # what a throttled task waits for.
+                if lane_ends or (ends is not None and self._ends() != ends):
                     workers.wake_one()
                 try:
                     if lane_effects is not None:  # a lane's timer, say: not after a long sleep
@@ -600,7 +590,7 @@ class Scheduler:
                 self._apply(lane_effects)
             # Workers parked behind this one (see WorkerPool.lock_for_worker) rely on this
             # look, made after the release: one of them takes over if work is left to take.
-            if idle and (finished or self._ready_count()):
+            if idle and (finished or lane_ends or self._ready_count()):
                 workers.wake_one()
             if self.gate is not None:
                 self.gate.wake()  # a task started: its room is free
@@ -766,23 +756,33 @@ class Scheduler:
         else:
             self._review_lane(lane, self.clock.now(), effects)
 
-    def _lane_run_ended(self, task: Task, state: int, effects: Effects) -> None:
-        """A run of a lane's task ended in ``state``: count it, and give the lane's room to
-        its next task."""
-        lane = task.lane
-        assert lane is not None
-        counts = self._counts
-        counts[STARTED] -= 1
-        counts[state] += 1
-        lane.moved(STARTED, state)
-        if task.recurrence is None:
-            cast(LaneTask, task).lane = None  # see _lane_claimed
-        self._lane_run_over(lane, self.clock.now(), effects)
+    def lane_run_ended(self, task: Task, state: int) -> None:
+        """A run of a lane's task ended in ``state``; its worker counts it in its tally
+        next, then completes its future. Called without the lock, as a run's end of any
+        task is counted (see ``_running``): the lane counts it as the next worker to take the
+        lock comes (see ``_count_lane_ends``), which may well be this one in ``take()``, in
+        the same locked section as its next claim. Whatever reads a lane's counts or room
+        under the lock counts its posted ends first: so whoever sees the future done finds
+        the lane's room back."""
+        self._lane_ends.append((task, state, self.clock.now()))
+
+    def _count_lane_ends(self, effects: Effects) -> None:
+        """Count in their lanes the runs that ended since the last look (see
+        ``lane_run_ended``), and give each lane's room to its next task."""
+        ends, now = self._lane_ends, self.clock.now()
+        while ends:
+            task, state, ended_at = ends.popleft()
+            lane = task.lane
+            assert lane is not None
+            lane.moved(STARTED, state)
+            if task.recurrence is None:
+                cast(LaneTask, task).lane = None  # see _lane_claimed
+            lane.end(ended_at)
+            self._lane_run_over(lane, now, effects)
 
     def _lane_run_over(self, lane: LaneState, now: float, effects: Effects) -> None:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
         next task, which the worker that ran it, on its way to take(), may start."""
-        lane.end(now)
         if lane.throttled:
             self._release_lane(lane, now, effects, worker_coming=True)
         self._lane_settled(lane, effects)
@@ -796,6 +796,7 @@ class Scheduler:
             # Closed before the drain: a submit that appends to the intake after it sees the
             # lane closed, and takes its task back (see add()).
             lane.closed = True
+            self._count_lane_ends(effects)
             self._drain_intake(closing=lane)
             if cancel_futures:
                 lane.cancelled = True
@@ -819,13 +820,18 @@ class Scheduler:
             lane.drained.wait()
 
     def lane_stats(self, lane: LaneState) -> ExecutorStats:
+        effects = Effects()
         self.lock.acquire()
         try:
-            self._drain_intake()  # a lane counts its tasks in the intake once drained
+            # A lane counts its tasks in the intake once drained, and its runs' ends once
+            # they are posted.
+            self._count_lane_ends(effects)
+            self._drain_intake()
             counts = list(lane.counts)
             retries = lane.retries
         finally:
             self._release()
+        self._apply(effects)
         return _stats(counts, retries)
 
     # -- live control ------------------------------------------------------------------------
@@ -1081,6 +1087,7 @@ class Scheduler:
         self._recurring = set()
         self._throttling = set()
         self._done = deque()
+        self._lane_ends = deque()
         for state in (PENDING, INTAKE, THROTTLED, READY):
             self._counts[state] = 0
         self.promoter = Promoter(self, self.promoter.name)
@@ -1113,10 +1120,13 @@ class Scheduler:
         """Every task not started yet (of ``lane``, if given), in one snapshot taken under
         the lock: the ready ones in the order workers would take them, then the throttled
         ones in the same order, then the others by due time."""
+        effects = Effects()
         self.lock.acquire()
         try:
             now = self.clock.now()
-            self._drain_intake()  # as a worker would: the intake's tasks are due
+            # As a worker would: the intake's tasks are due, the lanes' room is back.
+            self._count_lane_ends(effects)
+            self._drain_intake()
             # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
             ready = sorted(e for e in self._ready if e[-1].state == READY and e[-2] == e[-1]._seq)
             throttled = sorted(
@@ -1144,6 +1154,7 @@ class Scheduler:
             ]
         finally:
             self._release()
+        self._apply(effects)
         return snapshot
 
 

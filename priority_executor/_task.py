@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 class Tally(Protocol):
     """Where a run counts how it ended (``tally[COMPLETED] += 1``): a worker's own list,
-    or for a lane's task the lane's bookkeeping (see ``_lanes.RunEnd``)."""
+    or for a lane's task one that also tells the lane (see ``_lanes.LaneTally``)."""
 
     def __getitem__(self, state: int, /) -> int: ...
     def __setitem__(self, state: int, count: int, /) -> None: ...

@@ -18,7 +18,7 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
-from ._lanes import RunEnd
+from ._lanes import LaneTally
 from ._task import STARTED, STATES, Tally
 
 if TYPE_CHECKING:
@@ -166,9 +166,7 @@ class WorkerPool:
                         )
                     )
                     return
-            # Outlives a restart of the loop: a task claimed for it is never lost.
-            run_end = RunEnd(park)
-            _threads.serve(self._take_and_run, scheduler, park, tally, run_end)
+            _threads.serve(self._take_and_run, scheduler, park, tally)
         finally:
             with self._spawning:
                 self._alive -= 1
@@ -177,28 +175,19 @@ class WorkerPool:
                 # Workers exit once nothing waits to start: no task can reach the backend now.
                 self.backend.close()
 
-    def _take_and_run(
-        self, scheduler: Scheduler, park: threading.Lock, tally: list[int], run_end: RunEnd
-    ) -> None:
+    def _take_and_run(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
         backend = self.backend
         while True:
-            task = run_end.next
+            task = scheduler.take(park)
             if task is None:
-                task = scheduler.take(park)
-                if task is None:
-                    return
-            else:
-                run_end.next = None  # claimed as the last lane task's run ended
+                return
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
             else:
-                # A lane's task counts its end under the lock, which frees the lane's slot.
-                counter: Tally = tally
-                if task.lane is not None:
-                    run_end.task, counter = task, run_end
+                counter: Tally = tally if task.lane is None else LaneTally(tally, task)
                 if backend is None:
                     task.run(counter)
                 else:
                     backend.run(task, counter)
-                run_end.task = None  # a retried attempt counts no end
+                del counter
             del task  # a finished task, and its result, must not live on while this worker sleeps
