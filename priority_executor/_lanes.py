@@ -24,7 +24,7 @@ from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
 from ._stats import ExecutorStats
 from ._submitting import Submitter
-from ._task import STARTED, STATES, TimerEntry
+from ._task import READY, STARTED, STATES, TimerEntry
 from ._waiting import WaitingTask
 
 if TYPE_CHECKING:
@@ -157,14 +157,25 @@ class LaneState:
             until = max(until, self.starts[-1] + self.per)
         return until if until > now else None
 
-    def start(self, now: float) -> None:
+    def start(self, task: Task, now: float) -> None:
+        """One of its ready tasks starts at ``now``."""
+        counts = self.counts
+        counts[READY] -= 1
+        counts[STARTED] += 1
+        if self.given:
+            self.given.discard(task)  # it took the room it was given
         self.running += 1
         if self.starts is not None:
             self.starts.append(now)
 
-    def end(self, now: float) -> None:
+    def end(self, state: int | None, at: float) -> None:
+        """A run of its tasks ended at ``at``, in ``state`` (None: to be tried again)."""
+        counts = self.counts
+        counts[STARTED] -= 1
+        if state is not None:
+            counts[state] += 1
         self.running -= 1
-        self.last_end = now
+        self.last_end = at
 
     def moved(self, was: int | None, state: int | None) -> None:
         """Count one of its tasks moved from ``was`` (None: a new one) into ``state`` (None:
@@ -179,6 +190,11 @@ class LaneState:
         """Whether any of its tasks waits or runs."""
         counts = self.counts
         return any(counts[: STARTED + 1])
+
+    def timed(self) -> bool:
+        """Whether it has a limit in time (a window or a cooldown), which an idle lane
+        keeps until it passes (see ``holds_back``)."""
+        return self.starts is not None or self.cooldown is not None
 
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"

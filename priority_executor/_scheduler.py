@@ -320,11 +320,10 @@ class Scheduler:
                     task._expiry = Expiry(task, task._deadline)  # the last died with the start
                 lane = task.lane
                 if lane is not None:
-                    lane.moved(STARTED, None)  # counted anew as it is queued
+                    lane.end(None, now)  # counted anew as it is queued
                     lane.retries += 1
                 self._queue(task, None, effects)
                 if lane is not None:
-                    lane.end(now)
                     self._lane_run_over(lane, now, effects)
                 effects.later.append(
                     functools.partial(
@@ -394,7 +393,7 @@ class Scheduler:
                         # shutdown(wait=True) did not wait for it.
                         task.state = VOID
                         continue
-                    lane.moved(None, READY)
+                    lane.counts[READY] += 1
                 task.state = READY
                 counts[READY] += 1
                 heappush(ready, entry)
@@ -597,10 +596,12 @@ class Scheduler:
             if finished:
                 self._wind_down()
 
-    def _claim(self, task: Task, state: int, effects: Effects | None = None) -> None:
+    def _claim(
+        self, task: Task, state: int, effects: Effects | None = None, now: float = 0.0
+    ) -> None:
         """Take a waiting task out of the queue for good, into ``state``. Every race between
         start, cancel, expiry and shutdown is decided by which claim comes first. A lane's
-        task is claimed with ``effects``."""
+        task is claimed with ``effects``; a lane's start, at ``now``."""
         counts = self._counts
         was = task.state
         counts[was] -= 1
@@ -608,7 +609,7 @@ class Scheduler:
         task.state = state
         if task.lane is not None:
             assert effects is not None
-            self._lane_claimed(task, task.lane, was, state, effects)
+            self._lane_claimed(task, task.lane, was, state, effects, now)
         expiry = task._expiry
         if expiry is not None:
             expiry.task = None  # a finished task, and its result, must not live until then
@@ -643,7 +644,7 @@ class Scheduler:
             # The lane has room: for this task unless one of its throttled tasks comes first
             # (it has room since a moment ago, and the promoter has not released it yet).
             if not throttled or entry < throttled[0]:
-                self._claim(task, STARTED, effects)
+                self._claim(task, STARTED, effects, now)
                 return True
         # Throttled; where the lane has room, its best task goes back to the workers.
         self._counts[READY] -= 1
@@ -720,18 +721,17 @@ class Scheduler:
                 self._look_again(lane, until, effects)
 
     def _lane_claimed(
-        self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
+        self, task: Task, lane: LaneState, was: int, state: int, effects: Effects, now: float
     ) -> None:
+        if state == STARTED:  # from the ready heap (see _start_in_lane)
+            lane.start(task, now)
+            if lane.throttled:  # the start may fill a window the others must wait out
+                self._release_lane(lane, now, effects)
+            return
         # A task still in the intake is not its lane's yet (see _drain_intake).
         lane.moved(None if was == INTAKE else was, state)
         if lane.given:
             lane.given.discard(task)
-        if state == STARTED:
-            now = self.clock.now()
-            lane.start(now)
-            if lane.throttled:  # the start may fill a window the others must wait out
-                self._release_lane(lane, now, effects)
-            return
         if task.recurrence is None:
             # Its future, which the user may keep, holds it: it must not hold the lane.
             cast(LaneTask, task).lane = None
@@ -749,7 +749,9 @@ class Scheduler:
         self._lane_settled(lane, effects)
 
     def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
-        if lane.busy():
+        """Once nothing of a lane waits or runs: a closed lane is drained; a named one
+        keeps its limits in time while they are in effect (see _review_lane)."""
+        if (lane.drained is None and (lane.name is None or not lane.timed())) or lane.busy():
             return
         if lane.drained is not None:
             effects.later.append(lane.drained.set)
@@ -774,10 +776,9 @@ class Scheduler:
             task, state, ended_at = ends.popleft()
             lane = task.lane
             assert lane is not None
-            lane.moved(STARTED, state)
+            lane.end(state, ended_at)
             if task.recurrence is None:
                 cast(LaneTask, task).lane = None  # see _lane_claimed
-            lane.end(ended_at)
             self._lane_run_over(lane, now, effects)
 
     def _lane_run_over(self, lane: LaneState, now: float, effects: Effects) -> None:
