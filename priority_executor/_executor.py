@@ -134,7 +134,7 @@ class PriorityExecutor(Submitter):
             check_callable(fn)
             check_priority(priority)
         scheduler = self._scheduler
-        retry = self._retry_for(lane)
+        retry = self._retry if lane is None else self._retry_for(lane)  # no call on the plain path
         future: OwnFuture[Any]
         task: Task
         if retry is not None:

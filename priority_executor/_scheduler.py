@@ -324,7 +324,8 @@ class Scheduler:
                     lane.retries += 1
                 self._queue(task, None, effects)
                 if lane is not None:
-                    self._lane_run_over(lane, now, effects)
+                    # The worker that ran it goes on to take().
+                    self._lane_run_over(lane, now, effects, worker_coming=True)
                 effects.later.append(
                     functools.partial(
                         _LOGGER.warning,
@@ -524,7 +525,7 @@ class Scheduler:
                 if lane_ends:
                     if lane_effects is None:
                         lane_effects = Effects()
-                    self._count_lane_ends(lane_effects)
+                    self._count_lane_ends(lane_effects, worker_coming=True)
                 if intake:
                     self._drain_intake()
                 while ready:
@@ -663,10 +664,11 @@ class Scheduler:
 
     def _release_lane(
         self, lane: LaneState, now: float, effects: Effects, *, worker_coming: bool = False
-    ) -> None:
+    ) -> bool:
         """Give a lane's best throttled tasks back to the workers, as many as its limits let
         start now; if a window or cooldown holds the others back, look again when it passes.
-        ``worker_coming``: the caller is a worker on its way to take a task.
+        ``worker_coming``: the caller is a worker on its way to take a task, which takes the
+        first one given back; returns whether it is still free to take another.
 
         Called wherever the lane's room may have changed: so that its throttled tasks never
         wait while it has room, and a look is planned whenever time alone gives it more."""
@@ -690,7 +692,7 @@ class Scheduler:
                 self._worker_for(effects)
         if not throttled:
             self._throttling.discard(lane)
-            return
+            return worker_coming
         # No room left for them: look again when time alone gives more, never at a time
         # already passed. That look would come in this same promotion, while the tasks just
         # given the room still hold it, and give it again; they look again themselves as
@@ -698,6 +700,7 @@ class Scheduler:
         when = lane.more_room_at(now)
         if when < math.inf:  # else a run of the lane ends first, and releases
             self._look_again(lane, when, effects)
+        return worker_coming
 
     def _look_again(self, lane: LaneState, when: float, effects: Effects) -> None:
         """Have the promoter look at a lane at ``when`` (see _review_lane)."""
@@ -768,9 +771,12 @@ class Scheduler:
         the lane's room back."""
         self._lane_ends.append((task, state, self.clock.now()))
 
-    def _count_lane_ends(self, effects: Effects) -> None:
+    def _count_lane_ends(self, effects: Effects, worker_coming: bool = False) -> None:
         """Count in their lanes the runs that ended since the last look (see
-        ``lane_run_ended``), and give each lane's room to its next task."""
+        ``lane_run_ended``), and give each lane's room to its next task. ``worker_coming``:
+        the caller is a worker in ``take()``. Another caller has every task given back
+        woken a worker for: the worker that posted the end may be held up in a
+        done-callback of that run, on its way to ``take()``."""
         ends, now = self._lane_ends, self.clock.now()
         while ends:
             task, state, ended_at = ends.popleft()
@@ -779,14 +785,17 @@ class Scheduler:
             lane.end(state, ended_at)
             if task.recurrence is None:
                 cast(LaneTask, task).lane = None  # see _lane_claimed
-            self._lane_run_over(lane, now, effects)
+            worker_coming = self._lane_run_over(lane, now, effects, worker_coming)
 
-    def _lane_run_over(self, lane: LaneState, now: float, effects: Effects) -> None:
+    def _lane_run_over(
+        self, lane: LaneState, now: float, effects: Effects, worker_coming: bool
+    ) -> bool:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
-        next task, which the worker that ran it, on its way to take(), may start."""
+        next task. ``worker_coming``, returned as in ``_release_lane``."""
         if lane.throttled:
-            self._release_lane(lane, now, effects, worker_coming=True)
+            worker_coming = self._release_lane(lane, now, effects, worker_coming=worker_coming)
         self._lane_settled(lane, effects)
+        return worker_coming
 
     def close_lane(self, lane: LaneState, cancel_futures: bool) -> None:
         """A lane's shutdown: it takes no more tasks; its series end; with

@@ -798,3 +798,26 @@ def test_a_lanes_shutdown_racing_its_submits_waits_for_every_submit_that_returne
         assert late == []
         assert all(future.done() for future in accepted)
         assert lane.stats().completed == len(accepted)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_whoever_sees_a_run_done_finds_its_lanes_room_back() -> None:
+    # A run's end reaches its lane without the lock, before its future completes: whatever
+    # reads the lane under the lock afterwards counts it first, and has a worker come for
+    # the task it lets start, while the worker that ran the first one is still busy with
+    # the first future's callbacks.
+    with PriorityExecutor(max_workers=2) as ex:
+        lane = ex.lane(max_running=1)
+        for done_before in range(0, 100, 2):
+            release, hold = threading.Event(), threading.Event()
+            first = lane.submit(release.wait, TIMEOUT)
+            first.add_done_callback(lambda _: hold.wait(TIMEOUT))
+            second = lane.submit(release.wait, TIMEOUT)
+            wait_until(lambda: lane.stats().throttled == 1)
+            release.set()
+            first.result(timeout=TIMEOUT)
+            assert [task.state for task in lane.waiting()] in ([], ["ready"])
+            assert lane.stats().completed == done_before + 1
+            second.result(timeout=TIMEOUT)  # run by the other worker
+            hold.set()
+        wait_until(lambda: lane.stats().completed == 100)
