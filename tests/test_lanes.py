@@ -811,7 +811,7 @@ def test_whoever_sees_a_run_done_finds_its_lanes_room_back() -> None:
         for done_before in range(0, 100, 2):
             release, hold = threading.Event(), threading.Event()
             first = lane.submit(release.wait, TIMEOUT)
-            first.add_done_callback(lambda _: hold.wait(TIMEOUT))
+            first.add_done_callback(lambda _, held=hold: held.wait(TIMEOUT))
             second = lane.submit(release.wait, TIMEOUT)
             wait_until(lambda: lane.stats().throttled == 1)
             release.set()
