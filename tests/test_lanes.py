@@ -726,9 +726,9 @@ def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
 
 @pytest.mark.parametrize("round_", range(10))
 def test_a_runs_end_never_waits_behind_a_worker_that_waits_for_it(round_: int) -> None:
-    # The end of a lane's run is counted in the same locked section as that worker's next
-    # claim. While the other worker holds the lock and finds only the lane's throttled
-    # tasks, the end must still get the lock: that worker parks, and wakes no one. Producers
+    # The end of a lane's run is posted without the lock, and counted by the next worker
+    # to take it. While the other worker holds the lock and finds only the lane's throttled
+    # tasks, a posted end must still be counted: that worker wakes a parked one. Producers
     # kept a few tasks ahead (max_waiting) make the other worker look for each new one; a
     # poller taking the lock makes workers park behind one another.
     producers, each = 8, 150
