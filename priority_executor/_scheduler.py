@@ -168,10 +168,11 @@ class Scheduler:
         to start. Not in one of the executor's own threads: a task or a callback that
         waited there would hold up a worker, the very thing that makes room (once every
         worker waited so, nothing would), so it is let through."""
-        if _threads.owned_by(self):
-            self.add(task, due_now, admitted=True)
-            return
-        gate.enter(functools.partial(self._take_room, gate, task.lane))
+        if not gate.take_room():
+            if _threads.owned_by(self):
+                self.add(task, due_now, admitted=True)
+                return
+            gate.enter(functools.partial(self._check_accepts, task.lane))
         try:
             self.add(task, due_now, admitted=True)
         finally:
@@ -179,22 +180,12 @@ class Scheduler:
             # held is its task's, or another submit's.
             gate.entered()
 
-    def _take_room(self, gate: Gate, lane: LaneState | None) -> bool:
-        """Hold room for one more waiting task, if there is any; raise if the executor, or
-        the lane, takes no more tasks: a submit blocked when shutdown begins raises."""
-        self.lock.acquire()
-        try:
-            self._check_open()
-            if lane is not None:
-                _check_lane_open(lane)
-            counts = self._counts
-            waiting = counts[PENDING] + counts[THROTTLED] + self._ready_count()
-            room = waiting + len(gate.entering) < gate.limit
-            if room:
-                gate.entering.append(None)
-        finally:
-            self._release()
-        return room
+    def _check_accepts(self, lane: LaneState | None) -> None:
+        """Raise if the executor, or the lane, takes no more tasks: a submit blocked when
+        shutdown begins raises."""
+        self._check_open()
+        if lane is not None:
+            _check_lane_open(lane)
 
     def _fail_new(self, task: Task, exc: Exception) -> None:
         self.lock.acquire()
@@ -264,6 +255,8 @@ class Scheduler:
             self._hold(task.lane, (*key, task._seq, task))
         else:
             self._to_ready(task, key, effects)
+        if self.gate is not None and task.state != FAILED:
+            self.gate.waiting.append(None)
         if task.lane is not None:
             task.lane.moved(None, task.state)
         if task._expiry is not None and task.state != FAILED:
@@ -371,6 +364,8 @@ class Scheduler:
         a lane's task is counted in its lane then.
         """
         task.state = INTAKE
+        if self.gate is not None:
+            self.gate.waiting.append(None)  # before the intake counts it: never fewer
         self._intake.append((*key, task._seq, task))
         # After the append: a worker that finds the intake empty registers as idle first
         # and looks again (see take()), so one of the two always sees the other.
@@ -393,6 +388,8 @@ class Scheduler:
                         # and raises (see add()). It must not start meanwhile: the lane's
                         # shutdown(wait=True) did not wait for it.
                         task.state = VOID
+                        if self.gate is not None:
+                            self.gate.waiting.pop()
                         continue
                     lane.counts[READY] += 1
                 task.state = READY
@@ -608,6 +605,8 @@ class Scheduler:
         counts[was] -= 1
         counts[state] += 1
         task.state = state
+        if self.gate is not None:
+            self.gate.waiting.pop()
         if task.lane is not None:
             assert effects is not None
             self._lane_claimed(task, task.lane, was, state, effects, now)
@@ -967,7 +966,7 @@ class Scheduler:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
         if self.gate is not None:
-            effects.later.append(self.gate.wake)  # their room is free, or shutdown began
+            effects.later.append(self.gate.wake_all)  # their room is free, or shutdown began
         if self._finished():
             effects.finally_.append(self._wind_down)
 

@@ -14,7 +14,14 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 import pytest
-from helpers import TIMEOUT, blocked_worker, in_thread, shutdown_bounded, wait_until
+from helpers import (
+    TIMEOUT,
+    blocked_worker,
+    call_bounded,
+    in_thread,
+    shutdown_bounded,
+    wait_until,
+)
 
 from priority_executor import PriorityExecutor
 from priority_executor.testing import ManualClock
@@ -144,12 +151,16 @@ def test_submit_paused_after_queueing_while_shutdown_closes(closing: str) -> Non
         ex.shutdown()
 
 
-def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down() -> None:
+@pytest.mark.parametrize("max_waiting", [None, 1])
+def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down(
+    max_waiting: int | None,
+) -> None:
     """The lane's shutdown first: it finds the lane idle and returns while a submit to the
     lane waits between its check that the lane is open and its append to the intake. The
     submit then raises, and its task never runs, though the worker woken for it drains the
-    intake before the submit looks again."""
-    with PriorityExecutor(1) as ex:
+    intake before the submit looks again. With ``max_waiting``, the room it held is free
+    again."""
+    with PriorityExecutor(1, max_waiting=max_waiting) as ex:
         assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
         lane = ex.lane(max_running=1)
         log: list[str] = []
@@ -168,7 +179,8 @@ def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down() -> 
         wait_until(lambda: not scheduler._intake, what="the worker to drain the intake")
         before_look.go_on.set()
         shutdown_returns_after_what_it_accepted(outcome, log)
-        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # the executor goes on
+        go_on = call_bounded(lambda: ex.submit(int), "the next submit")
+        assert go_on.result(timeout=TIMEOUT) == 0  # the executor goes on
         assert lane.stats() == ex.lane().stats()  # nothing of it counted, anywhere
         assert ex.stats().completed == 2
 

@@ -4,6 +4,7 @@ executor.reschedule(), which changes a task that has not started."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from helpers import (
     TIMEOUT,
     Boom,
     blocked_worker,
+    call_bounded,
     in_thread,
     shutdown_bounded,
     stats_fields,
@@ -510,7 +512,9 @@ def blocked_submits(ex: PriorityExecutor) -> int:
     return gate._blocked
 
 
-def submit_in_background(submit: Any) -> tuple[dict[str, Any], threading.Thread]:
+def submit_in_background(
+    submit: Any, name: str | None = None
+) -> tuple[dict[str, Any], threading.Thread]:
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -519,14 +523,17 @@ def submit_in_background(submit: Any) -> tuple[dict[str, Any], threading.Thread]
         except BaseException as exc:
             outcome["error"] = exc
 
-    return outcome, in_thread(run)
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return outcome, thread
 
 
-@pytest.mark.parametrize("round_", range(20))
+@pytest.mark.parametrize("round_", range(10))
+@pytest.mark.parametrize("limit", [1, 5])  # 1: every submit races the others for the room
 def test_max_waiting_bounds_what_waits_under_many_producers_and_loses_nothing(
-    round_: int,
+    limit: int, round_: int
 ) -> None:
-    limit, producers, each = 5, 8, 150
+    producers, each = 8, 150
     ran: list[int] = []
     highest = 0
     with PriorityExecutor(2, max_waiting=limit) as ex:
@@ -537,6 +544,9 @@ def test_max_waiting_bounds_what_waits_under_many_producers_and_loses_nothing(
             while not stop.is_set():
                 stats = ex.stats()
                 highest = max(highest, stats.scheduled + stats.ready + stats.throttled)
+                # Lets the other threads have the GIL: else each hand-off to a producer
+                # woken for room waits for the switch interval, and a round takes seconds.
+                time.sleep(0)
 
         watcher = in_thread(monitor)
         lane = ex.lane(max_running=1)
@@ -605,6 +615,129 @@ def test_shutdown_releases_a_blocked_submit_with_runtime_error(cancel_futures: b
         assert ex.stats().scheduled == ex.stats().ready == 0
     finally:
         held.cancel()  # else, should an assertion fail, it would keep the process alive
+
+
+def assert_room_for(ex: PriorityExecutor, limit: int) -> None:
+    """Exactly ``limit`` submits go through at once, and the next one waits: no room was
+    lost, or kept, by whatever left the waiting states before."""
+    fillers = call_bounded(lambda: [ex.submit(int, delay=1000) for _ in range(limit)], "fill")
+    outcome, thread = submit_in_background(lambda: ex.submit(int, delay=1000))
+    wait_until(lambda: blocked_submits(ex) == 1, what="the submit past the limit to block")
+    assert outcome == {}
+    for future in fillers:
+        assert future.cancel()
+    thread.join(TIMEOUT)
+    assert outcome["future"].cancel()
+
+
+def test_every_way_out_of_the_waiting_states_gives_its_room_back() -> None:
+    clock = ManualClock()
+    limit = 3
+    flaky = iter([Boom("first attempt")])
+
+    def fails_once() -> int:
+        for exc in flaky:
+            raise exc
+        return 7
+
+    with PriorityExecutor(1, clock=clock, max_waiting=limit) as ex:
+        assert_room_for(ex, limit)
+        started = [ex.submit(int, delay=1) for _ in range(limit)]
+        clock.advance(1)
+        assert [future.result(timeout=TIMEOUT) for future in started] == [0] * limit
+        assert_room_for(ex, limit)
+        with blocked_worker(ex) as (release, _):
+            late = [ex.submit(int, expires=1) for _ in range(limit - 1)]
+            clock.advance(1)
+            wait_until(lambda: all(future.done() for future in late), what="the expiries")
+            release.set()
+        assert_room_for(ex, limit)
+        moved = [ex.submit(int, delay=5) for _ in range(limit)]
+        assert all(ex.reschedule(future, priority=3, delay=7) for future in moved)
+        assert all(future.cancel() for future in moved)
+        assert_room_for(ex, limit)
+        series = ex.submit_recurring(int, interval=1, delay=1)
+        clock.advance(1)
+        wait_until(lambda: ex.stats().scheduled == 1, what="the series' next run")
+        assert series.cancel()
+        assert_room_for(ex, limit)
+        retried = ex.lane(retry=Retry(2, backoff=1)).submit(fails_once)
+        wait_until(lambda: ex.stats().scheduled == 1, what="the retry to wait")
+        clock.advance(1)
+        assert retried.result(timeout=TIMEOUT) == 7
+        assert_room_for(ex, limit)
+        lane = ex.lane(max_running=1)
+        with blocked_worker(ex) as (release, _):
+            queued = [lane.submit(int) for _ in range(limit - 1)]
+            lane.shutdown(wait=False, cancel_futures=True)
+            assert all(future.cancelled() for future in queued)
+        assert_room_for(ex, limit)
+        throttled = ex.lane(max_starts=1, per=10)
+        runs = [throttled.submit(int) for _ in range(limit)]
+        for done in range(1, limit):
+            wait_until(
+                lambda n=done: runs[n - 1].done() and ex.stats().throttled == limit - n,
+                what="a start and the lane's throttle",
+            )
+            clock.advance(10)
+        assert [future.result(timeout=TIMEOUT) for future in runs] == [0] * limit
+        assert_room_for(ex, limit)
+
+
+class RacingForRoom(list):  # type: ignore[type-arg]
+    """The gate's count of entering submits, forcing two woken submitters to race: the
+    first pauses once it has counted itself; the second counts itself only then, and
+    pauses once it has seen no room, before it takes its count back."""
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__()
+        self.first, self.second = first, second
+        self.first_counted, self.second_saw_none = Pause(), Pause()
+
+    def append(self, entry: Any) -> None:
+        name = threading.current_thread().name
+        if name == self.second:
+            assert self.first_counted.reached.wait(TIMEOUT)
+        super().append(entry)
+        if name == self.first:
+            self.first_counted()
+
+    def pop(self, *args: Any) -> Any:
+        if threading.current_thread().name == self.second:
+            self.second_saw_none()
+        return super().pop(*args)
+
+
+def test_two_submits_racing_for_the_last_room_never_both_park() -> None:
+    """Room comes for one of two blocked submits; each counts itself before it looks, so
+    both see none (each counts the other). The first takes its count back and parks
+    again, seeing the second's count; the second, the last to take its count back, sees
+    the room and takes it."""
+    clock = ManualClock()
+    ex = PriorityExecutor(1, clock=clock, max_waiting=1)
+    held = ex.submit(int, delay=10)
+    try:
+        first = submit_in_background(lambda: ex.submit(int, delay=10), name="first")
+        wait_until(lambda: blocked_submits(ex) == 1, what="the first submit to block")
+        second = submit_in_background(lambda: ex.submit(int, delay=10), name="second")
+        wait_until(lambda: blocked_submits(ex) == 2, what="the second submit to block")
+        gate = ex._scheduler.gate
+        assert gate is not None
+        race = gate.entering = RacingForRoom("first", "second")
+        assert held.cancel()  # room for one: both are woken
+        assert race.second_saw_none.reached.wait(TIMEOUT)
+        race.first_counted.go_on.set()
+        # The first saw no room, nor, once it took its count back, the second's: parked.
+        waiters = gate._parked._waiters  # type: ignore[attr-defined]
+        wait_until(lambda: len(waiters) == 1, what="the first submit to park again")
+        race.second_saw_none.go_on.set()
+        second[1].join(TIMEOUT)
+        assert "future" in second[0]
+        assert first[0] == {} and blocked_submits(ex) == 1
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)
+    first[1].join(TIMEOUT)
+    assert isinstance(first[0]["error"], RuntimeError)
 
 
 def test_a_task_submitting_into_a_full_executor_is_admitted() -> None:
