@@ -57,6 +57,7 @@ class LaneState:
         "running",
         "starts",
         "throttled",
+        "timed",
         "timer",
     )
 
@@ -80,6 +81,9 @@ class LaneState:
         self.running = 0
         # Start times within the last ``per`` seconds, oldest first.
         self.starts: deque[float] | None = None if max_starts is None else deque()
+        # A limit in time (a window or a cooldown), which an idle lane keeps until it
+        # passes (see holds_back).
+        self.timed = max_starts is not None or cooldown is not None
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
         # Throttled tasks given the room back, until a worker takes them (see room()).
@@ -190,11 +194,6 @@ class LaneState:
         """Whether any of its tasks waits or runs."""
         counts = self.counts
         return any(counts[: STARTED + 1])
-
-    def timed(self) -> bool:
-        """Whether it has a limit in time (a window or a cooldown), which an idle lane
-        keeps until it passes (see ``holds_back``)."""
-        return self.starts is not None or self.cooldown is not None
 
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"

@@ -637,10 +637,11 @@ class Scheduler:
             return True
         if lane.blocked_until(now) <= now:
             throttled = lane.throttled
-            while throttled and throttled[0][-1].state != THROTTLED:
-                heappop(throttled)  # claimed where it stood
-            if not throttled:
-                self._throttling.discard(lane)
+            if throttled:
+                while throttled and throttled[0][-1].state != THROTTLED:
+                    heappop(throttled)  # claimed where it stood
+                if not throttled:
+                    self._throttling.discard(lane)
             # The lane has room: for this task unless one of its throttled tasks comes first
             # (it has room since a moment ago, and the promoter has not released it yet).
             if not throttled or entry < throttled[0]:
@@ -753,7 +754,7 @@ class Scheduler:
     def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
         """Once nothing of a lane waits or runs: a closed lane is drained; a named one
         keeps its limits in time while they are in effect (see _review_lane)."""
-        if (lane.drained is None and (lane.name is None or not lane.timed())) or lane.busy():
+        if (lane.drained is None and (lane.name is None or not lane.timed)) or lane.busy():
             return
         if lane.drained is not None:
             effects.later.append(lane.drained.set)
