@@ -263,3 +263,48 @@ def test_the_last_task_ends_while_another_worker_holds_the_lock_to_look() -> Non
         shutdown_bounded(ex)  # looks again itself: ends the executor even if that hung
     assert (a.result(timeout=0), b.result(timeout=0)) == ("A", "B")
     assert ex.stats().running == 0
+
+
+def test_a_lanes_run_ends_while_the_worker_that_throttled_its_next_task_holds_the_lock() -> None:
+    """Worker B, in take() with the lock, throttles a lane's task: the lane's one run goes
+    on in worker A. Before B releases the lock, A's run ends: A posts the end (without the
+    lock), and, finding the lock held by a worker in take(), parks behind B. B, parking in
+    turn, must see to it that someone counts that end: else both sleep, and the throttled
+    task, to which that end gives the lane's room back, never starts."""
+    ex = PriorityExecutor(2)
+    scheduler = ex._scheduler
+    lane = ex.lane(max_running=1)
+    worker_a: list[threading.Thread] = []
+    running, go_on = threading.Event(), threading.Event()
+
+    def first() -> None:
+        worker_a.append(threading.current_thread())
+        running.set()
+        assert go_on.wait(TIMEOUT)
+
+    a = lane.submit(first)
+    assert running.wait(TIMEOUT)
+    assert ex.submit(int).result(timeout=TIMEOUT) == 0  # starts B, A being busy
+    wait_until(lambda: len(scheduler.workers.idle) == 1, what="B to park, idle")
+    pause = Pause()
+    finished = scheduler._finished
+
+    def finished_then_pause() -> bool:
+        me = threading.current_thread()
+        if me in scheduler.workers.threads and me is not worker_a[0]:
+            pause()  # B holds the lock, and throttled the lane's next task
+        return finished()
+
+    scheduler._finished = finished_then_pause  # type: ignore[method-assign]
+    try:
+        b = lane.submit(int)
+        assert pause.reached.wait(TIMEOUT)
+        go_on.set()
+        wait_until(lambda: a.done() and len(scheduler.workers.idle) == 1, what="A to park")
+        pause.go_on.set()
+        assert b.result(timeout=TIMEOUT) == 0, "the lane's room came back to no one"
+    finally:
+        go_on.set()
+        pause.go_on.set()
+        shutdown_bounded(ex)
+    assert a.result(timeout=0) is None
