@@ -137,8 +137,8 @@ class Scheduler:
             lane = task.lane
             if lane is not None:
                 _check_lane_open(lane)
-                if not self.manual_time:
-                    self.promoter.start()  # the lane's limits may need a timer (see _look_again)
+                if lane.timed and not self.manual_time:
+                    self.promoter.start()  # a window or cooldown may need a timer (_look_again)
             self._make_ready(task, key)
             # After the append: shutdown, and a lane's, close before they look at the
             # intake for the last time, so either that look finds this task or this check

@@ -166,9 +166,8 @@ def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down(
         log: list[str] = []
         scheduler = ex._scheduler
         before_append, before_look = Pause(), Pause()
-        # Where a lane's submit starts the promoter, for its limits: after the open check.
-        promoter = scheduler.promoter
-        promoter.start = pause_before(promoter.start, before_append)  # type: ignore[method-assign]
+        # After the open check: the append to the intake.
+        scheduler._make_ready = pause_before(scheduler._make_ready, before_append)  # type: ignore[method-assign]
         scheduler._take_back = pause_before(scheduler._take_back, before_look)  # type: ignore[method-assign]
         outcome = submit_in_thread(lane, lambda: log.append("ran"))
         assert before_append.reached.wait(TIMEOUT)
