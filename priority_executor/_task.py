@@ -54,8 +54,8 @@ class OwnFuture(Future[T]):
     as those that its threads run do: so ``shutdown(wait=True)`` called from one does not
     wait for the work it is part of."""
 
-    # The task that stands for this future: its first done-callback, which reschedule()
-    # replaces by a copy (see Task.replacement). Held as the callback list holds it anyway.
+    # The task that stands for this future, which reschedule() replaces by a copy (see
+    # Task.replacement). It holds the task as a done-callback would.
     _task: Task | None = None
 
     @property
@@ -65,25 +65,33 @@ class OwnFuture(Future[T]):
         return None if task is None else task.scheduler
 
     def _replace_task(self, old: Task, new: Task) -> bool:
-        """Make ``new`` the task of this future, and its done-callback in ``old``'s place;
-        False, changing nothing, if the future is done already.
+        """Make ``new`` the task of this future, in ``old``'s place; False, changing
+        nothing, if the future is done already.
 
         Under the future's own lock, so that ``cancel()`` either comes first (the future
-        is done, and the callbacks it runs are ``old``'s) or after (and runs ``new``):
-        never does a cancellation reach a task that no longer stands for the future.
-        ``Future`` has no public way to remove a callback: this uses its internals, as
-        they are from Python 3.2 to this day, rather than keep one dead callback per
-        reschedule."""
+        is done, and the task it tells is ``old``) or after (and tells ``new``): never does
+        a cancellation reach a task that no longer stands for the future."""
         with self._condition:
             if self.done():  # reentrant: _condition holds an RLock
                 return False
-            callbacks: list[object] = self._done_callbacks  # type: ignore[attr-defined]
-            for i, callback in enumerate(callbacks):
-                if callback is old:
-                    callbacks[i] = new
-                    break
             self._task = new
         return True
+
+    def _invoke_callbacks(self) -> None:
+        # What a done-callback registered first would do, without a callback per task:
+        # its task learns that the future is done (which matters only for a cancel(), the
+        # one completion that no claim came before), then the user's callbacks run. This
+        # overrides a private method of Future, called by cancel(), set_result() and
+        # set_exception() from Python 3.2 to this day, as the cheapest way to learn that
+        # cancel() succeeded: add_done_callback() costs a lock and a list per task.
+        task = self._task
+        if task is not None:
+            try:
+                task(self)
+            except Exception:
+                # As Future reports a callback that raised, and goes on to the next.
+                _threads.LOGGER.exception("exception calling callback for %r", self)
+        super()._invoke_callbacks()  # type: ignore[misc]
 
     def cancel(self) -> bool:
         with _threads.acting_for(self._owner):
@@ -111,8 +119,9 @@ class TimerEntry:
 class Task(TimerEntry):
     """One call to run, with what the scheduler needs to order it.
 
-    It is also the done-callback of its future: that callback is the only way to learn that
-    ``Future.cancel()`` succeeded, so that the cancellation can be completed at once.
+    Its future tells it when it is done, as a done-callback registered first would: that is
+    the only way to learn that ``Future.cancel()`` succeeded, so that the cancellation can be
+    completed at once.
     """
 
     # Kept small: a delayed task costs no more memory than ThreadPoolExecutor's work item.
@@ -151,9 +160,7 @@ class Task(TimerEntry):
         self.args = args
         self.kwargs = kwargs or NO_KWARGS
         self.future = future
-        future._task = self
-        # Not the override, which is for the user's callbacks.
-        Future.add_done_callback(future, self)
+        future._task = self  # told when the future is done (see OwnFuture._invoke_callbacks)
         self._priority = priority
         self._when = due
         self._seq = scheduler.next_seq()
@@ -226,8 +233,8 @@ class Task(TimerEntry):
         fail(self.hand_over()[0], exc)
 
     def hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
-        """Give up everything the claimed task holds. Its future holds the task (as a
-        done-callback): were the task to keep the future, each would be a reference cycle
+        """Give up everything the claimed task holds. Its future holds the task (as
+        ``_task``): were the task to keep the future, each would be a reference cycle
         that only the garbage collector frees, and the call's arguments would live as long
         as the future."""
         future = self.future

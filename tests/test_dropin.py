@@ -734,6 +734,20 @@ def test_stats_counts_each_task_in_one_field() -> None:
     assert all(type(v) is int for v in _stats_tuple(snapshot))
 
 
+def test_a_future_cancelled_while_waiting_is_counted_before_its_callbacks_run() -> None:
+    """As a plain future's first done-callback would, the task learns of a cancel() before
+    the user's callbacks run; after a reschedule, the task that stands for it does."""
+    seen: list[ExecutorStats] = []
+    with PriorityExecutor(1) as ex, blocked_worker(ex):
+        waiting = ex.submit(int)
+        moved = ex.submit(int, delay=60)
+        assert ex.reschedule(moved, delay=30)
+        for future in (waiting, moved):
+            future.add_done_callback(lambda _: seen.append(ex.stats()))
+            assert future.cancel()
+    assert [(s.ready, s.scheduled, s.cancelled) for s in seen] == [(0, 1, 1), (0, 0, 2)]
+
+
 @pytest.mark.parametrize("fails", [False, True], ids=["returns", "raises"])
 def test_a_done_future_is_already_counted_by_stats(fails: bool) -> None:
     """Whoever sees a future done, even its done-callback, finds its task counted."""
