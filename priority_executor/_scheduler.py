@@ -886,7 +886,7 @@ class Scheduler:
             # Why a plain Task's copy is an ExpiringTask: see Task.replacement.
             plain = deadline is not None and type(task) is Task
             new = task.replacement(ExpiringTask if plain else None)
-            if not future._replace_task(task, new):
+            if not future._replace_task(new):
                 return False  # cancelled: its done-callback, on its way, claims the task
             if priority is not None:
                 new._priority = priority

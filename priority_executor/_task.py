@@ -64,13 +64,13 @@ class OwnFuture(Future[T]):
         task = self._task
         return None if task is None else task.scheduler
 
-    def _replace_task(self, old: Task, new: Task) -> bool:
-        """Make ``new`` the task of this future, in ``old``'s place; False, changing
+    def _replace_task(self, new: Task) -> bool:
+        """Make ``new`` the task of this future, in its task's place; False, changing
         nothing, if the future is done already.
 
         Under the future's own lock, so that ``cancel()`` either comes first (the future
-        is done, and the task it tells is ``old``) or after (and tells ``new``): never does
-        a cancellation reach a task that no longer stands for the future."""
+        is done, and the task it tells is the one replaced) or after (and tells ``new``):
+        never does a cancellation reach a task that no longer stands for the future."""
         with self._condition:
             if self.done():  # reentrant: _condition holds an RLock
                 return False
