@@ -2,8 +2,8 @@
 
 A series is a single task that the scheduler queues again, with a new due time, each time a
 run ends: so two runs never overlap, whatever the pool size. The series future stays pending
-while the series lives (a running future could no longer be cancelled); its done-callback,
-the task itself, is the one place that ends a series.
+while the series lives (a running future could no longer be cancelled); the task, which its
+future tells when it completes, is the one place that ends a series.
 """
 
 from __future__ import annotations
@@ -85,10 +85,10 @@ class RecurringTask(Task):
         self.scheduler.run_ended(self)
 
     def abandon(self) -> None:
-        self.future.cancel()  # the series' done-callback reports the cancellation
+        self.future.cancel()  # the future tells the series, which reports it
 
     def fail(self, exc: BaseException) -> None:
-        # Cancelled first: that stands, and the done-callback has reported it.
+        # Cancelled first: that stands, and the series has reported it.
         with contextlib.suppress(InvalidStateError):
             self.future.set_exception(exc)
 

@@ -181,7 +181,7 @@ class RetryingTask(LaneTask):
                 error = exc
         future = self.hand_over()[0]
         # Atomic with cancel(): a cancellation that came during the attempt wins, drops the
-        # attempt's outcome and is reported here (the done-callback leaves a started task be).
+        # attempt's outcome and is reported here (told of it, a started task does nothing).
         if not future.set_running_or_notify_cancel():
             tally[CANCELLED] += 1
         elif error is None:

@@ -17,7 +17,7 @@ lock would convoy with the workers: under the GIL, a thread preempted while it h
 lock makes every other thread that wants it sleep, and each of those then waits again for
 the GIL. A task that becomes due under the lock goes straight to the ready heap.
 
-Some callers cannot know who holds the lock: a future's done-callback (run from a signal
+Some callers cannot know who holds the lock: a future telling its task of a cancel() (a signal
 handler or a ``__del__`` as well), the executor's GC finalizer. They never block on it: a
 cancellation is posted to ``_done`` and completed by whoever holds the lock next, when it
 releases it (``_release()``); the finalizer only raises a flag and wakes a thread.
@@ -97,6 +97,8 @@ class Scheduler:
         self._shutdown_requested: str | None = None  # by the GC finalizer: see request_shutdown
         self._drained = threading.Event()  # set once closed with nothing left to start
         self._retries = 0  # retries queued so far: see try_again()
+        self._forked = False  # in a child forked from this executor's process: its tasks
+        # are the parent's (see after_fork_in_child)
         # By shutdown(cancel_futures=True): a failed attempt is not tried again.
         self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
@@ -812,7 +814,7 @@ class Scheduler:
                 lane.cancelled = True
                 for task in self._claim_waiting(CANCELLED, effects, lane):
                     effects.later.append(task.abandon)
-            # Their done-callbacks end the series (see _end).
+            # Their futures, as they complete, tell their tasks: that ends the series (see _end).
             effects.later.extend(
                 task.future.cancel for task in self._recurring if task.lane is lane
             )
@@ -866,6 +868,8 @@ class Scheduler:
         that started the task, a cancel() or an expiry that claimed it make this return
         False; once this has returned True, each of them finds the copy.
         """
+        if self._forked:
+            return False  # the parent's task, which nothing here may queue or start
         if not self.manual_time and (due is not None or deadline is not None):
             # A timer may now wait: a task that was due when submitted started no promoter.
             self.promoter.start()
@@ -887,7 +891,7 @@ class Scheduler:
             plain = deadline is not None and type(task) is Task
             new = task.replacement(ExpiringTask if plain else None)
             if not future._replace_task(new):
-                return False  # cancelled: its done-callback, on its way, claims the task
+                return False  # cancelled: the future, telling its task, claims it
             if priority is not None:
                 new._priority = priority
             new._when = when
@@ -916,10 +920,13 @@ class Scheduler:
 
     def future_done(self, task: Task, cancelled: bool) -> None:
         """A task's future was completed by someone other than the scheduler: cancelled by
-        the user (a series' future also failed). Called from the future's done-callback, which
-        may run anywhere, even where this thread holds the lock (a signal handler, a
-        ``__del__``): so it never blocks on the lock. If the lock is taken, whoever holds it
-        completes the cancellation when it releases it."""
+        the user (a series' future also failed). Called as the future completes (see
+        ``OwnFuture._invoke_callbacks``), which may be anywhere, even where this thread
+        holds the lock (a signal handler, a ``__del__``): so it never blocks on the lock.
+        If the lock is taken, whoever holds it completes the cancellation when it releases
+        it."""
+        if self._forked:
+            return  # the parent's task: the child's copy of its future is the user's alone
         self._done.append((task, cancelled))
         self._flush_done()
 
@@ -984,7 +991,7 @@ class Scheduler:
                 self._cancelled_all = True
                 for task in self._claim_waiting(CANCELLED, effects):
                     effects.later.append(task.abandon)
-            # Their done-callbacks end the series (see _end).
+            # Their futures, as they complete, tell their tasks: that ends the series (see _end).
             effects.later.extend(task.future.cancel for task in self._recurring)
             self._discarded(effects)
         finally:
@@ -1012,7 +1019,7 @@ class Scheduler:
                 self._closed = str(exc)
             for task in self._claim_waiting(FAILED, effects):
                 effects.later.append(functools.partial(_fail_fresh, task, exc))
-            # Their done-callbacks end the series (see _end).
+            # Their futures, as they complete, tell their tasks: that ends the series (see _end).
             effects.later.extend(
                 functools.partial(_fail_fresh, task, exc) for task in self._recurring
             )
@@ -1090,6 +1097,7 @@ class Scheduler:
         The executor takes no work and holds none, so that nothing of the parent's runs,
         is cancelled or has its callbacks called here."""
         self.lock = threading.Lock()
+        self._forked = True
         self._closed = "cannot schedule new futures in a process forked from the executor's"
         self._intake = deque()
         self._ready = []

@@ -530,11 +530,12 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)  # fork() with th
 from concurrent.futures import wait
 from priority_executor import PriorityExecutor
 
-parent = PriorityExecutor(max_workers=2, thread_name_prefix="parent")
+parent = PriorityExecutor(max_workers=2, thread_name_prefix="parent", max_waiting=100)
 gate = threading.Event()
 running = parent.submit(gate.wait, 30)            # a worker busy during the fork
 queued = [parent.submit(time.sleep, 0.01) for _ in range(3)]
 delayed = parent.submit(str, "late", delay=0.3)    # the promoter sleeps during the fork
+later = parent.submit(str, "never", delay=60)      # the parent's to cancel, in the end
 series = parent.submit_recurring(time.sleep, 0, interval=0.25)
 time.sleep(0.05)
 
@@ -546,6 +547,11 @@ if pid == 0:
         parent.submit(int).result(timeout=5)
     except RuntimeError:
         pass
+    # The parent's tasks are not the child's: nothing changes them, counts them or runs them.
+    assert not parent.reschedule(later, delay=0)
+    assert later.cancel()                            # the child's copy of the future
+    stats = parent.stats()
+    assert stats.scheduled == stats.ready == stats.cancelled == 0, stats
     child = PriorityExecutor(max_workers=2, thread_name_prefix="child")
     assert child.submit(pow, 6, 2).result(timeout=5) == 36
     assert child.submit(str, "d", delay=0.05).result(timeout=5) == "d"
@@ -569,6 +575,8 @@ assert running.result(timeout=5) is True
 assert delayed.result(timeout=5) == "late"
 assert wait(queued, timeout=5).not_done == set()
 assert parent.submit(pow, 2, 3).result(timeout=5) == 8
+assert not later.done()                            # the child's cancel was its own
+assert later.cancel()
 series.cancel()
 parent.shutdown(wait=True)
 print("parent ok", code, flush=True)
