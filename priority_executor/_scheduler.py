@@ -127,7 +127,9 @@ class Scheduler:
         if self._closed is not None:
             self._check_open()
         workers = self.workers
-        if not workers.idle if due_now else not workers.threads:
+        if (not workers.idle if due_now else not workers.threads) and (
+            len(workers.threads) < workers.max_workers
+        ):
             # Before the task is queued: if no worker can start and none runs, this raises
             # with nothing to take back. A delayed task needs one worker, started now:
             # Python 3.12+ starts no thread at interpreter exit, when it may become due.

@@ -91,7 +91,8 @@ class OwnFuture(Future[T]):
             except Exception:
                 # As Future reports a callback that raised, and goes on to the next.
                 _threads.LOGGER.exception("exception calling callback for %r", self)
-        super()._invoke_callbacks()  # type: ignore[misc]
+        if self._done_callbacks:  # type: ignore[attr-defined]
+            super()._invoke_callbacks()  # type: ignore[misc]
 
     def cancel(self) -> bool:
         with _threads.acting_for(self._owner):
@@ -237,9 +238,9 @@ class Task(TimerEntry):
         ``_task``): were the task to keep the future, each would be a reference cycle
         that only the garbage collector frees, and the call's arguments would live as long
         as the future."""
-        future = self.future
-        del self.future
-        return (future, *self.let_go())
+        held = (self.future, self.fn, self.args, self.kwargs)
+        del self.future, self.fn, self.args, self.kwargs
+        return held
 
     def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:
         """Give up the call, which no run needs any more: the caller drops it when no lock
