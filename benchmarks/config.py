@@ -15,6 +15,8 @@ class Sizes:
     lateness_tasks: int
     lateness_window: float
     backlog_tasks: int
+    rate_lateness_tasks: int
+    rate_lateness_window: float
     memory_tasks: int
     idle_tasks: int
     idle_seconds: float
@@ -38,6 +40,8 @@ FULL = Sizes(
     lateness_tasks=10_000,
     lateness_window=2.0,
     backlog_tasks=100_000,
+    rate_lateness_tasks=100_000,
+    rate_lateness_window=2.0,
     memory_tasks=100_000,
     idle_tasks=100_000,
     idle_seconds=3.0,
@@ -61,6 +65,8 @@ QUICK = Sizes(
     lateness_tasks=1_000,
     lateness_window=0.3,
     backlog_tasks=10_000,
+    rate_lateness_tasks=10_000,
+    rate_lateness_window=0.2,
     memory_tasks=5_000,
     idle_tasks=10_000,
     idle_seconds=0.5,

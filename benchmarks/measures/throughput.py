@@ -115,8 +115,9 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
     return Measurement("tasks/s", samples, [note, *notes], {"tasks": tasks})
 
 
-def judge(measurement: Measurement, *, min_ratio: float) -> list[Row]:
-    """One row per worker count: PE must reach ``min_ratio`` times TPE's throughput.
+def judge(measurement: Measurement, *, min_ratio: float, stretch: float | None = None) -> list[Row]:
+    """One row per worker count: PE must reach ``min_ratio`` times TPE's throughput; with
+    ``stretch``, a row that asks for that share of the floor's.
 
     After each, a row per baseline revision: PE must keep its throughput, within 5%.
     """
@@ -133,6 +134,17 @@ def judge(measurement: Measurement, *, min_ratio: float) -> list[Row]:
                 verdict=lambda medians: medians[PE] >= min_ratio * medians[TPE],
             )
         )
+        if stretch is not None:
+            rows.append(
+                anchor_row(
+                    measurement,
+                    label,
+                    label=f"{label}, stretch",
+                    baseline=FLOOR.name,
+                    target=f"PE >= {stretch}x {FLOOR.name}",
+                    verdict=lambda medians: medians[PE] >= stretch * medians[FLOOR.name],
+                )
+            )
         rows += baseline_rows(measurement, label, label=label, higher_is_better=True)
     return rows
 
