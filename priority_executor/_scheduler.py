@@ -17,6 +17,9 @@ lock would convoy with the workers: under the GIL, a thread preempted while it h
 lock makes every other thread that wants it sleep, and each of those then waits again for
 the GIL. A task that becomes due under the lock goes straight to the ready heap.
 
+The "ready heap" is a heap and a deque that ``take()`` merges: a task that comes after
+every one in the deque by the policy's order joins the deque (O(1)), any other the heap.
+
 Some callers cannot know who holds the lock: a future telling its task of a cancel() (a signal
 handler or a ``__del__`` as well), the executor's GC finalizer. They never block on it: a
 cancellation is posted to ``_done`` and completed by whoever holds the lock next, when it
@@ -84,7 +87,12 @@ class Scheduler:
         self.lock = threading.Lock()
         self.next_seq = itertools.count().__next__
         self._intake: deque[tuple[Any, ...]] = deque()  # (*policy key, seq, task)
-        self._ready: list[tuple[Any, ...]] = []  # a heap of the same
+        # The ready tasks, in two parts that take() merges: those that came in order (each
+        # after the one before it, as plain submits and delayed tasks coming due in turn do)
+        # in a deque, the others in a heap. A FIFO-like workload thus never pays the heap,
+        # whose pop touches log n entries scattered in memory: 0.9 us a task at 100k ready.
+        self._in_order: deque[tuple[Any, ...]] = deque()
+        self._ready: list[tuple[Any, ...]] = []
         self._timers: list[TimerEntry] = []  # tasks by due time, other entries by their time
         self._alarms = 0  # live entries among the timers that are not tasks
         self._counts = [0] * STATES
@@ -379,7 +387,7 @@ class Scheduler:
     def _drain_intake(self, closing: LaneState | None = None) -> None:
         """Move the intake's tasks to the ready heap. ``closing``: a lane closed just now,
         whose tasks in the intake are still its own."""
-        intake, ready, counts = self._intake, self._ready, self._counts
+        intake, counts, push = self._intake, self._counts, self._push_ready
         while intake:
             entry = intake.popleft()
             task: Task = entry[-1]
@@ -398,7 +406,7 @@ class Scheduler:
                     lane.counts[READY] += 1
                 task.state = READY
                 counts[READY] += 1
-                heappush(ready, entry)
+                push(entry)
             else:
                 counts[INTAKE] += 1  # claimed in the intake: its claim counted it out
 
@@ -407,8 +415,15 @@ class Scheduler:
         worker come for it."""
         task.state = READY
         self._counts[READY] += 1
-        heappush(self._ready, (*key, task._seq, task))
+        self._push_ready((*key, task._seq, task))
         self._worker_for(effects)
+
+    def _push_ready(self, entry: tuple[Any, ...]) -> None:
+        in_order = self._in_order
+        if not in_order or in_order[-1] < entry:
+            in_order.append(entry)
+        else:
+            heappush(self._ready, entry)
 
     def _worker_for(self, effects: Effects) -> None:
         """A task was put in the ready heap: wake an idle worker for it, or start one."""
@@ -512,7 +527,8 @@ class Scheduler:
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
         """
-        lock, intake, ready, lane_ends = self.lock, self._intake, self._ready, self._lane_ends
+        lock, intake, lane_ends = self.lock, self._intake, self._lane_ends
+        in_order, ready = self._in_order, self._ready
         workers = self.workers
         idle, handing = workers.idle, workers.handing
         lane_effects = None
@@ -529,8 +545,11 @@ class Scheduler:
                     self._count_lane_ends(lane_effects, worker_coming=True)
                 if intake:
                     self._drain_intake()
-                while ready:
-                    entry = heappop(ready)
+                while in_order or ready:
+                    if in_order and (not ready or in_order[0] < ready[0]):
+                        entry = in_order.popleft()
+                    else:
+                        entry = heappop(ready)
                     task: Task = entry[-1]
                     if task.state != READY:
                         continue  # claimed where it stood, by cancel() or a deadline
@@ -676,7 +695,7 @@ class Scheduler:
 
         Called wherever the lane's room may have changed: so that its throttled tasks never
         wait while it has room, and a look is planned whenever time alone gives it more."""
-        throttled, ready, counts = lane.throttled, self._ready, self._counts
+        throttled, counts = lane.throttled, self._counts
         room = lane.room(now)
         while throttled and room > 0:
             entry = heappop(throttled)
@@ -688,7 +707,7 @@ class Scheduler:
             lane.moved(THROTTLED, READY)
             task.state = READY
             lane.given.add(task)
-            heappush(ready, entry)
+            self._push_ready(entry)
             room -= 1
             if worker_coming:
                 worker_coming = False  # it takes this one
@@ -969,12 +988,16 @@ class Scheduler:
 
     def _discarded(self, effects: Effects) -> None:
         """Waiting tasks were claimed where they stood: reclaim their memory, maybe finish."""
-        ready = self._ready
+        ready, in_order = self._ready, self._in_order
         self._drain_intake()  # else busy workers leave claimed tasks there, and their memory
         # Compacting when at least half the entries are dead costs O(1) per claim, amortised.
-        if len(ready) > 2 * self._counts[READY]:
+        # In place: a worker parked in take() holds both.
+        if len(ready) + len(in_order) > 2 * self._counts[READY]:
             ready[:] = [entry for entry in ready if entry[-1].state == READY]
             heapify(ready)
+            live = [entry for entry in in_order if entry[-1].state == READY]
+            in_order.clear()
+            in_order.extend(live)
         if self.gate is not None:
             effects.later.append(self.gate.wake_all)  # their room is free, or shutdown began
         if self._finished():
@@ -1039,7 +1062,7 @@ class Scheduler:
         claimed = []
         # A copy: each claim may compact a heap, or give throttled tasks back to the workers.
         waiting = [
-            *(entry[-1] for entry in self._ready),
+            *(entry[-1] for entry in (*self._in_order, *self._ready)),
             *(entry[-1] for throttling in self._throttling for entry in throttling.throttled),
             *self._timers,
         ]
@@ -1102,6 +1125,7 @@ class Scheduler:
         self._forked = True
         self._closed = "cannot schedule new futures in a process forked from the executor's"
         self._intake = deque()
+        self._in_order = deque()
         self._ready = []
         self._timers = []
         self._recurring = set()
@@ -1148,7 +1172,11 @@ class Scheduler:
             self._count_lane_ends(effects)
             self._drain_intake()
             # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
-            ready = sorted(e for e in self._ready if e[-1].state == READY and e[-2] == e[-1]._seq)
+            ready = sorted(
+                e
+                for e in (*self._in_order, *self._ready)
+                if e[-1].state == READY and e[-2] == e[-1]._seq
+            )
             throttled = sorted(
                 entry
                 for throttling in self._throttling

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
 from helpers import TIMEOUT, blocked_worker
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from priority_executor import Fifo, Priority, PriorityExecutor
 
@@ -113,3 +117,48 @@ def test_high_priority_submitted_later_overtakes_queued_backlog() -> None:
             future.result(timeout=TIMEOUT)
     assert order[0] == "urgent"
     assert order[1:] == [f"bg{i}" for i in range(50)]
+
+
+@pytest.mark.timeout(60)
+@settings(max_examples=80, deadline=None)
+@given(
+    first=st.lists(st.integers(-2, 2), max_size=25),
+    second=st.lists(st.integers(-2, 2), max_size=25),
+    cancelled=st.sets(st.integers(0, 49)),
+)
+# Most of the first batch cancelled: the deque and the heap are compacted with tasks in both.
+@example(first=[0] * 10 + [1, -1] * 5, second=[0, 2, -2] * 3, cancelled={*range(14), 21, 25})
+def test_tasks_in_order_and_out_of_it_start_by_priority_then_submission(
+    first: list[int], second: list[int], cancelled: set[int]
+) -> None:
+    """Ready tasks that came in order wait apart from the others (a deque beside the heap):
+    whatever the mix, and whatever is cancelled between two drains of the intake (which
+    compacts both), every start takes the best one of either part."""
+    order: list[int] = []
+    futures: list[Future[None]] = []
+    priorities = first + second
+
+    def submit_second_and_cancel() -> None:
+        # Runs first, after the worker drained the first batch: the second one reaches
+        # the deque and the heap beside what the first left there.
+        futures.extend(
+            ex.submit(order.append, len(first) + i, priority=p) for i, p in enumerate(second)
+        )
+        for index in cancelled:
+            if index < len(futures):
+                assert futures[index].cancel()
+
+    kept = [i for i in range(len(priorities)) if i not in cancelled]
+    ex = PriorityExecutor(max_workers=1)
+    try:
+        with blocked_worker(ex) as (release, _):
+            trigger = ex.submit(submit_second_and_cancel, priority=100)
+            futures.extend(ex.submit(order.append, i, priority=p) for i, p in enumerate(first))
+            release.set()
+        trigger.result(timeout=TIMEOUT)
+        for index in kept:
+            futures[index].result(timeout=TIMEOUT)
+    finally:
+        ex.shutdown(cancel_futures=True)
+    assert order == sorted(kept, key=lambda i: (-priorities[i], i))
+    assert ex.stats().completed == len(kept) + 2  # and the blocker, and the trigger
