@@ -1,4 +1,4 @@
-"""The seventeen measures, in the order they run and are reported.
+"""The eighteen measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -29,6 +29,7 @@ from benchmarks.measures import (
     reschedule,
     retries,
     submit_cost,
+    task_cost,
     throughput,
 )
 from benchmarks.results import Measurement, Row
@@ -111,6 +112,9 @@ MEASURES = (
         "lateness at 50k due a second",
         lateness.run_at_rate,
         lateness.judge_at_rate,
+    ),
+    Measure(
+        18, "task-cost", "a task's cost, submit and worker apart", task_cost.run, task_cost.judge
     ),
 )
 
