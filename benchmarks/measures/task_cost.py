@@ -38,7 +38,8 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
     ]
     samples, notes = interleave(trials, sizes.repetitions, progress)
     note = (
-        f"{tasks:,} no-op tasks a batch, 1 worker: submit = submitting thread's CPU time per"
+        f"{tasks:,} no-op tasks a batch, 1 worker, GC paused: submit = submitting thread's CPU"
+        " time per"
         " submit while the worker is held; worker = time per task from its release to the"
         " last future done"
     )
