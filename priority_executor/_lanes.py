@@ -14,11 +14,12 @@ a timer of a limit still in effect. Then it is forgotten, and costs nothing.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
@@ -45,6 +46,7 @@ class LaneState:
         "counts",
         "drained",
         "facade",
+        "finishing",
         "given",
         "last_end",
         "max_running",
@@ -93,7 +95,11 @@ class LaneState:
         self.closed = False
         self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
         self.retries = 0  # retries queued so far
-        self.drained: Any = None  # a threading.Event, once shut down with tasks left
+        self.drained: threading.Event | None = None  # once shut down: set once drained
+        # One entry per run whose end is posted and whose worker is not yet done with its
+        # future (see LaneTally): a list, as only append() and pop() are atomic without
+        # the lock.
+        self.finishing: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
 
     def options(self) -> dict[str, object]:
@@ -195,6 +201,11 @@ class LaneState:
         counts = self.counts
         return any(counts[: STARTED + 1])
 
+    def drained_now(self) -> bool:
+        """Whether a closed lane is drained: none of its tasks waits or runs, and every
+        run's future is done."""
+        return self.drained is not None and not self.finishing and not self.busy()
+
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"
 
@@ -216,20 +227,40 @@ class LaneTimer(TimerEntry):
 class LaneTally:
     """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
     in the worker's tally, as any run does, and posts its end to the scheduler, without
-    the lock, before its future completes (see ``Scheduler.lane_run_ended``)."""
+    the lock, before its future completes (see ``Scheduler.lane_run_ended``).
 
-    __slots__ = ("tally", "task")
+    From that post until the worker is done with the future, the run is *finishing*: the
+    lane has its room back, but a closed lane is not drained yet, and the lane's
+    ``shutdown(wait=True)`` waits for the worker to say so (``finished()``)."""
+
+    __slots__ = ("lane", "posted", "tally", "task")
 
     def __init__(self, tally: list[int], task: Task) -> None:
         self.tally = tally  # the worker's
         self.task = task
+        # Its own reference: counting the end may take the task's (see _lane_claimed).
+        self.lane = cast(LaneState, task.lane)
+        self.posted = False
 
     def __getitem__(self, state: int) -> int:
         return self.tally[state]
 
     def __setitem__(self, state: int, count: int) -> None:
+        # Before the post: whoever counts the end finds the run finishing.
+        self.lane.finishing.append(None)
+        self.posted = True
         self.task.scheduler.lane_run_ended(self.task, state)
         self.tally[state] = count
+
+    def finished(self) -> None:
+        """The worker is done with the run: its future is complete, or its retry queued."""
+        if self.posted:
+            lane = self.lane
+            lane.finishing.pop()
+            # After the pop: a shutdown that creates ``drained`` after this look finds
+            # the run no longer finishing, and decides for itself (see close_lane).
+            if lane.drained is not None and not lane.finishing:
+                self.task.scheduler.lane_finished(lane)
 
 
 def make_lane_state(

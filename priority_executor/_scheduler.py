@@ -774,13 +774,14 @@ class Scheduler:
         self._lane_settled(lane, effects)
 
     def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
-        """Once nothing of a lane waits or runs: a closed lane is drained; a named one
-        keeps its limits in time while they are in effect (see _review_lane)."""
-        if (lane.drained is None and (lane.name is None or not lane.timed)) or lane.busy():
-            return
-        if lane.drained is not None:
-            effects.later.append(lane.drained.set)
-        else:
+        """Once nothing of a lane waits or runs: a closed lane is drained (once its runs'
+        futures are done too); a named one keeps its limits in time while they are in
+        effect (see _review_lane)."""
+        drained = lane.drained
+        if drained is not None:
+            if lane.drained_now():
+                effects.later.append(drained.set)
+        elif lane.name is not None and lane.timed and not lane.busy():
             self._review_lane(lane, self.clock.now(), effects)
 
     def lane_run_ended(self, task: Task, state: int) -> None:
@@ -838,17 +839,32 @@ class Scheduler:
             effects.later.extend(
                 task.future.cancel for task in self._recurring if task.lane is lane
             )
-            if lane.busy() and lane.drained is None:
+            if lane.drained is None:
+                # Before the look at what is finishing: a worker that finished a run and
+                # saw no ``drained`` popped its run before, so this look does not find it.
                 lane.drained = threading.Event()
+            self._lane_settled(lane, effects)
             self._discarded(effects)
+        finally:
+            self._release()
+        self._apply(effects)
+
+    def lane_finished(self, lane: LaneState) -> None:
+        """The last finishing run of a closed lane is over (see ``LaneTally.finished``)."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            self._count_lane_ends(effects)  # the run's own end, if no one counted it yet
+            self._lane_settled(lane, effects)
         finally:
             self._release()
         self._apply(effects)
 
     def join_lane(self, lane: LaneState) -> None:
         """Wait until a closed lane's tasks have ended, unless called from one of the
-        executor's own threads (see join())."""
-        if lane.drained is not None and not _threads.owned_by(self):
+        executor's own threads (see join()), or in a forked child, where they are all the
+        parent's (see after_fork_in_child)."""
+        if lane.drained is not None and not self._forked and not _threads.owned_by(self):
             lane.drained.wait()
 
     def lane_stats(self, lane: LaneState) -> ExecutorStats:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
 from ._lanes import LaneTally
-from ._task import STARTED, STATES, Tally
+from ._task import STARTED, STATES, Task
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -183,11 +183,20 @@ class WorkerPool:
                 return
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
+            elif task.lane is None and backend is None:
+                task.run(tally)
             else:
-                counter: Tally = tally if task.lane is None else LaneTally(tally, task)
-                if backend is None:
-                    task.run(counter)
-                else:
-                    backend.run(task, counter)
-                del counter
+                self._run(task, tally)
             del task  # a finished task, and its result, must not live on while this worker sleeps
+
+    def _run(self, task: Task, tally: list[int]) -> None:
+        """Run a lane's task, or a task in the backend."""
+        counter = tally if task.lane is None else LaneTally(tally, task)
+        try:
+            if self.backend is None:
+                task.run(counter)
+            else:
+                self.backend.run(task, counter)
+        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
+            if isinstance(counter, LaneTally):
+                counter.finished()

@@ -530,9 +530,11 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)  # fork() with th
 from concurrent.futures import wait
 from priority_executor import PriorityExecutor
 
-parent = PriorityExecutor(max_workers=2, thread_name_prefix="parent", max_waiting=100)
+parent = PriorityExecutor(max_workers=3, thread_name_prefix="parent", max_waiting=100)
 gate = threading.Event()
 running = parent.submit(gate.wait, 30)            # a worker busy during the fork
+lane = parent.lane(max_running=1)
+lane_running = lane.submit(gate.wait, 30)         # and one with a lane's task
 queued = [parent.submit(time.sleep, 0.01) for _ in range(3)]
 delayed = parent.submit(str, "late", delay=0.3)    # the promoter sleeps during the fork
 later = parent.submit(str, "never", delay=60)      # the parent's to cancel, in the end
@@ -561,7 +563,8 @@ if pid == 0:
     # Left running: interpreter exit cancels the series and waits for the rest.
     child.submit(time.sleep, 0.05)
     t0 = time.monotonic()
-    parent.shutdown(wait=True)                       # nothing of the parent's to wait for
+    lane.shutdown(wait=True)                         # nothing of the parent's to wait for
+    parent.shutdown(wait=True)
     assert time.monotonic() - t0 < 5
     print("child ok", flush=True)
     sys.exit(0)                                      # the normal exit path, with its handlers
@@ -572,6 +575,7 @@ if code is None:
     sys.exit(3)
 gate.set()
 assert running.result(timeout=5) is True
+assert lane_running.result(timeout=5) is True
 assert delayed.result(timeout=5) == "late"
 assert wait(queued, timeout=5).not_done == set()
 assert parent.submit(pow, 2, 3).result(timeout=5) == 8
@@ -611,7 +615,9 @@ def test_garbage_collected_executor_still_runs_queued_and_delayed_tasks() -> Non
     del ex
     gc.collect()
     assert ref() is None, "the executor's threads or tasks keep it alive"
-    assert series.cancelled()  # as after shutdown(wait=False): series end
+    # As after shutdown(wait=False), series end: soon, as the finalizer only asks a
+    # thread of the executor to shut it down (it must not wait for the lock).
+    wait_until(series.cancelled, what="the series to end")
     gate.set()
     futures = [blocker, *queued, *delayed, expiring]
     done, not_done = futures_wait(futures, timeout=TIMEOUT)

@@ -307,3 +307,36 @@ def test_a_lanes_run_ends_while_the_worker_that_throttled_its_next_task_holds_th
         pause.go_on.set()
         shutdown_bounded(ex)
     assert a.result(timeout=0) is None
+
+
+def test_a_lanes_shutdown_while_its_last_run_ended_and_its_future_is_not_yet_done() -> None:
+    """A run's end reaches its lane before its future completes (see lane_run_ended). The
+    lane's shutdown(wait=True), coming between the two, counts that end and finds nothing
+    of the lane waiting or running: it must still wait for the future, or whoever it
+    returns to finds a task of the lane unfinished."""
+    with PriorityExecutor(1) as ex:
+        scheduler = ex._scheduler
+        lane = ex.lane(max_running=1)
+        pause = Pause()
+        ended = scheduler.lane_run_ended
+
+        def ended_then_pause(task: Any, state: int) -> None:
+            ended(task, state)
+            pause()  # the worker, with the end posted and the future not yet done
+
+        scheduler.lane_run_ended = ended_then_pause  # type: ignore[method-assign]
+        future = lane.submit(int)
+        assert pause.reached.wait(TIMEOUT)
+        done_when_it_returned: list[bool] = []
+
+        def shut_down() -> None:
+            lane.shutdown(wait=True)
+            done_when_it_returned.append(future.done())
+
+        shutting = in_thread(shut_down)
+        shutting.join(0.1)  # returns at once if it does not wait; else it waits for the run
+        pause.go_on.set()
+        shutting.join(TIMEOUT)
+        assert done_when_it_returned == [True]
+        assert future.result(timeout=0) == 0
+        assert lane.stats().completed == 1

@@ -340,6 +340,33 @@ def test_a_callback_raising_system_exit_in_a_worker_is_logged_and_work_goes_on(
         shutdown_bounded(ex)
 
 
+def test_a_lanes_shutdown_returns_after_a_callback_of_its_task_raised_system_exit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker is done with a lane's run even when a callback of its future raised
+    SystemExit: the lane's shutdown(wait=True) returns, and the lane's room is back."""
+    caplog.set_level(logging.CRITICAL, logger="concurrent.futures")
+    ex = PriorityExecutor(1, thread_name_prefix=unique_prefix("exit-lane-callback"))
+    lane = ex.lane(max_running=1)
+    gate = threading.Event()
+
+    def exiting(future: Future[Any]) -> None:
+        raise SystemExit(3)
+
+    try:
+        first = lane.submit(gate.wait, TIMEOUT)
+        first.add_done_callback(exiting)  # runs in the worker: first is still blocked
+        second = lane.submit(pow, 2, 5)
+        gate.set()
+        call_bounded(lane.shutdown, "the lane's shutdown")
+        assert (first.result(timeout=0), second.result(timeout=0)) == (True, 32)
+        wait_until(lambda: critical_records(caplog), what="the SystemExit to be logged")
+        assert ex.submit(pow, 2, 6).result(timeout=TIMEOUT) == 64
+    finally:
+        gate.set()
+        shutdown_bounded(ex)
+
+
 def test_a_callback_raising_system_exit_on_expiry_is_logged_and_timers_go_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
