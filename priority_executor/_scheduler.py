@@ -35,6 +35,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 from collections import deque
 from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
@@ -170,9 +171,17 @@ class Scheduler:
             if task.lane is not None:
                 _check_lane_open(task.lane)
             self._queue(task, key, effects)
+            # A thread that submits in a loop holds the GIL for the switch interval (5 ms)
+            # at a time: a task that comes due meanwhile would wait that long for the
+            # promoter to run, and as long again for the worker that it wakes. So this
+            # submit promotes what is due itself, then lets the workers it woke run.
+            timers, now = self._timers, self.clock.now()
+            woke = bool(timers) and timers[0]._when <= now and self._promote(now, effects)
         finally:
             self._release()
         self._apply(effects)
+        if woke:
+            time.sleep(0)  # the one portable way to hand the GIL over
 
     def _add_when_room(self, gate: Gate, task: Task, due_now: bool) -> None:
         """``add()`` with ``max_waiting``: first wait until fewer than that many tasks wait
@@ -484,8 +493,9 @@ class Scheduler:
         self._apply(effects)
         return None if done else wake_at
 
-    def _promote(self, now: float, effects: Effects) -> None:
-        timers = self._timers
+    def _promote(self, now: float, effects: Effects) -> bool:
+        """Promote what is due by ``now``; return whether any task was made ready."""
+        timers, ready = self._timers, self._counts[READY]
         while timers and timers[0]._when <= now:
             entry = heappop(timers)
             if isinstance(entry, Expiry):
@@ -511,6 +521,7 @@ class Scheduler:
                 self._review_lane(entry.lane, now, effects)
         if effects.later:
             self._discarded(effects)
+        return self._counts[READY] > ready
 
     def _apply(self, effects: Effects) -> None:
         if effects.later or effects.finally_ or effects.drop:  # most locked sections leave none

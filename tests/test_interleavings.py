@@ -340,3 +340,24 @@ def test_a_lanes_shutdown_while_its_last_run_ended_and_its_future_is_not_yet_don
         assert done_when_it_returned == [True]
         assert future.result(timeout=0) == 0
         assert lane.stats().completed == 1
+
+
+def test_a_delayed_submit_promotes_the_tasks_due_by_then() -> None:
+    """A thread that submits in a loop holds the GIL for the switch interval at a time, so
+    a submit that queues a delayed task promotes whatever is due itself, without waiting
+    for the promoter (here, the clock's own promotion, held up after the time moved)."""
+    clock = ManualClock()
+    with PriorityExecutor(1, clock=clock) as ex:
+        scheduler = ex._scheduler
+        due = ex.submit(str, "due", delay=1)
+        pause = Pause()
+        scheduler.promote_due = pause_before(scheduler.promote_due, pause)  # type: ignore[method-assign]
+        advancing = in_thread(clock.advance, 1)
+        assert pause.reached.wait(TIMEOUT)  # the time moved; its promotion waits
+        later = ex.submit(str, "later", delay=1)
+        assert due.result(timeout=TIMEOUT) == "due"
+        assert not later.done()
+        pause.go_on.set()
+        advancing.join(TIMEOUT)
+        clock.advance(1)
+        assert later.result(timeout=TIMEOUT) == "later"
