@@ -46,8 +46,8 @@ class LaneState:
         "counts",
         "drained",
         "facade",
-        "finishing",
         "given",
+        "in_hand",
         "last_end",
         "max_running",
         "max_starts",
@@ -96,10 +96,9 @@ class LaneState:
         self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
         self.retries = 0  # retries queued so far
         self.drained: threading.Event | None = None  # once shut down: set once drained
-        # One entry per run whose end is posted and whose worker is not yet done with its
-        # future (see LaneTally): a list, as only append() and pop() are atomic without
-        # the lock.
-        self.finishing: list[None] = []
+        # One entry per worker running one of its tasks, until it is done with the
+        # future (see LaneTally): a list, as append() and pop() are atomic without the lock.
+        self.in_hand: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
 
     def options(self) -> dict[str, object]:
@@ -204,7 +203,7 @@ class LaneState:
     def drained_now(self) -> bool:
         """Whether a closed lane is drained: none of its tasks waits or runs, and every
         run's future is done."""
-        return self.drained is not None and not self.finishing and not self.busy()
+        return self.drained is not None and not self.in_hand and not self.busy()
 
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"
@@ -229,38 +228,34 @@ class LaneTally:
     in the worker's tally, as any run does, and posts its end to the scheduler, without
     the lock, before its future completes (see ``Scheduler.lane_run_ended``).
 
-    From that post until the worker is done with the future, the run is *finishing*: the
-    lane has its room back, but a closed lane is not drained yet, and the lane's
-    ``shutdown(wait=True)`` waits for the worker to say so (``finished()``)."""
+    So the lane has its room back before the worker is done with the future: the worker is
+    counted in the lane's ``in_hand`` for the whole run, and a closed lane is drained only
+    once none is (``finished()``)."""
 
-    __slots__ = ("lane", "posted", "tally", "task")
+    __slots__ = ("lane", "tally", "task")
 
     def __init__(self, tally: list[int], task: Task) -> None:
         self.tally = tally  # the worker's
         self.task = task
         # Its own reference: counting the end may take the task's (see _lane_claimed).
         self.lane = cast(LaneState, task.lane)
-        self.posted = False
+        self.lane.in_hand.append(None)
 
     def __getitem__(self, state: int) -> int:
         return self.tally[state]
 
     def __setitem__(self, state: int, count: int) -> None:
-        # Before the post: whoever counts the end finds the run finishing.
-        self.lane.finishing.append(None)
-        self.posted = True
         self.task.scheduler.lane_run_ended(self.task, state)
         self.tally[state] = count
 
     def finished(self) -> None:
         """The worker is done with the run: its future is complete, or its retry queued."""
-        if self.posted:
-            lane = self.lane
-            lane.finishing.pop()
-            # After the pop: a shutdown that creates ``drained`` after this look finds
-            # the run no longer finishing, and decides for itself (see close_lane).
-            if lane.drained is not None and not lane.finishing:
-                self.task.scheduler.lane_finished(lane)
+        lane = self.lane
+        lane.in_hand.pop()
+        # After the pop: a shutdown that creates ``drained`` after this look finds this
+        # run no longer in hand, and decides for itself (see close_lane).
+        if lane.drained is not None and not lane.in_hand:
+            self.task.scheduler.lane_finished(lane)
 
 
 def make_lane_state(

@@ -851,8 +851,9 @@ class Scheduler:
                 task.future.cancel for task in self._recurring if task.lane is lane
             )
             if lane.drained is None:
-                # Before the look at what is finishing: a worker that finished a run and
-                # saw no ``drained`` popped its run before, so this look does not find it.
+                # Before the look at the runs in hand: a worker that finished one and saw
+                # no ``drained`` took it out of ``in_hand`` before, so this look does not
+                # find it.
                 lane.drained = threading.Event()
             self._lane_settled(lane, effects)
             self._discarded(effects)
@@ -861,7 +862,8 @@ class Scheduler:
         self._apply(effects)
 
     def lane_finished(self, lane: LaneState) -> None:
-        """The last finishing run of a closed lane is over (see ``LaneTally.finished``)."""
+        """A worker is done with the last run in hand of a closed lane (see
+        ``LaneTally.finished``)."""
         effects = Effects()
         self.lock.acquire()
         try:
