@@ -35,7 +35,7 @@ from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._submitting import Submitter
-from ._task import ExpiringTask, LaneTask, OwnFuture, Task
+from ._task import ExpiringTask, LaneTask, OwnFuture, Task, future_class
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
@@ -58,7 +58,6 @@ class PriorityExecutor(Submitter):
     """
 
     _counter = itertools.count().__next__
-    _future_type: type[OwnFuture[Any]] = OwnFuture
 
     def __init__(
         self,
@@ -93,7 +92,6 @@ class PriorityExecutor(Submitter):
         self._backend = open_backend(backend, max_workers, initializer, initargs)
         if self._backend is not None:
             initializer = None  # it runs in the backend's workers, not in ours
-            self._future_type = RemoteFuture
         # Read by clients that size their work to the pool, as ThreadPoolExecutor's is:
         # dask's threaded scheduler keeps this many tasks in flight.
         self._max_workers = max_workers
@@ -102,6 +100,12 @@ class PriorityExecutor(Submitter):
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
+        # The futures of its tasks: those of a series, or of a task tried again, stay ours
+        # with a backend too (each call is handed off); any other is the backend's to run.
+        self._own_future = future_class(OwnFuture, scheduler)
+        self._future_type = (
+            self._own_future if self._backend is None else future_class(RemoteFuture, scheduler)
+        )
         # Garbage collection may run it in any thread, even one that holds the scheduler's
         # lock: it only asks the executor's own threads to shut it down.
         finalizer = weakref.finalize(self, scheduler.request_shutdown, _lifecycle.shutdown_reason())
@@ -140,7 +144,7 @@ class PriorityExecutor(Submitter):
         if retry is not None:
             # Its future stays ours across attempts, with a backend too: each attempt's call
             # is handed off.
-            future = OwnFuture()
+            future = self._own_future()
             task = RetryingTask(
                 *(scheduler, fn, args, kwargs, future, priority, due),
                 deadline=deadline,
@@ -191,7 +195,7 @@ class PriorityExecutor(Submitter):
         if priority is None:
             priority = 0 if lane is None else lane.priority
         check_priority(priority)
-        future: OwnFuture[None] = OwnFuture()
+        future: OwnFuture[None] = self._own_future()
         task_args = (self._scheduler, fn, args, kwargs, future, priority, due)
         retry = self._retry_for(lane)
         task = (
@@ -274,7 +278,7 @@ class PriorityExecutor(Submitter):
         to its waiting run and every later one, ``delay``/``run_at`` move its waiting run.
         Raises ``ValueError`` for a future that is not this executor's. O(log n)."""
         task = future._task if isinstance(future, OwnFuture) else None
-        if task is None or task.scheduler is not self._scheduler:
+        if task is None or cast("OwnFuture[Any]", future)._scheduler is not self._scheduler:
             raise ValueError(
                 f"future must be one that this executor or one of its lanes returned,"
                 f" got {future!r}"

@@ -232,11 +232,12 @@ class LaneTally:
     counted in the lane's ``in_hand`` for the whole run, and a closed lane is drained only
     once none is (``finished()``)."""
 
-    __slots__ = ("lane", "tally", "task")
+    __slots__ = ("lane", "scheduler", "tally", "task")
 
     def __init__(self, tally: list[int], task: Task) -> None:
         self.tally = tally  # the worker's
         self.task = task
+        self.scheduler = task.scheduler  # before the run: it hands the future over
         # Its own reference: counting the end may take the task's (see _lane_claimed).
         self.lane = cast(LaneState, task.lane)
         self.lane.in_hand.append(None)
@@ -245,7 +246,7 @@ class LaneTally:
         return self.tally[state]
 
     def __setitem__(self, state: int, count: int) -> None:
-        self.task.scheduler.lane_run_ended(self.task, state)
+        self.scheduler.lane_run_ended(self.task, state)
         self.tally[state] = count
 
     def finished(self) -> None:
@@ -255,7 +256,7 @@ class LaneTally:
         # After the pop: a shutdown that creates ``drained`` after this look finds this
         # run no longer in hand, and decides for itself (see close_lane).
         if lane.drained is not None and not lane.in_hand:
-            self.task.scheduler.lane_finished(lane)
+            self.scheduler.lane_finished(lane)
 
 
 def make_lane_state(

@@ -12,9 +12,12 @@ import contextlib
 import logging
 import math
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ._task import COMPLETED, FAILED, VOID, Tally, Task
+
+if TYPE_CHECKING:
+    from ._task import OwnFuture
 
 _LOGGER = logging.getLogger("priority_executor")
 
@@ -55,7 +58,7 @@ class RecurringTask(Task):
     def __call__(self, future: Future[Any]) -> None:
         # The series future is done: cancelled by the user or by shutdown, or failed.
         cancelled = future.cancelled()
-        self.scheduler.future_done(self, cancelled)
+        cast("OwnFuture[None]", future)._scheduler.future_done(self, cancelled)
         if cancelled:
             # No one sets a series future running, so no one else reports its cancellation.
             future.set_running_or_notify_cancel()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 
 from . import _threads
 
@@ -52,17 +52,16 @@ class OwnFuture(Future[T]):
     """The future of a task. The done-callbacks that ``cancel()`` and
     ``add_done_callback()`` run in the caller's thread know that they run for the executor,
     as those that its threads run do: so ``shutdown(wait=True)`` called from one does not
-    wait for the work it is part of."""
+    wait for the work it is part of.
 
+    Each executor makes the futures of a class of its own (``future_class``), whose
+    ``_scheduler`` is the executor's: so a task reaches its scheduler through its future,
+    with no slot of its own for it (see Task)."""
+
+    _scheduler: Scheduler
     # The task that stands for this future, which reschedule() replaces by a copy (see
     # Task.replacement). It holds the task as a done-callback would.
     _task: Task | None = None
-
-    @property
-    def _owner(self) -> object:
-        """The executor's scheduler."""
-        task = self._task
-        return None if task is None else task.scheduler
 
     def _replace_task(self, new: Task) -> bool:
         """Make ``new`` the task of this future, in its task's place; False, changing
@@ -98,12 +97,19 @@ class OwnFuture(Future[T]):
             super()._invoke_callbacks()  # type: ignore[misc]
 
     def cancel(self) -> bool:
-        with _threads.acting_for(self._owner):
+        with _threads.acting_for(self._scheduler):
             return super().cancel()
 
     def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:
-        with _threads.acting_for(self._owner):
+        with _threads.acting_for(self._scheduler):
             super().add_done_callback(fn)
+
+
+def future_class(base: type[OwnFuture[Any]], scheduler: Scheduler) -> type[OwnFuture[Any]]:
+    """``base``, for the futures of ``scheduler``'s tasks."""
+    return type(
+        base.__name__, (base,), {"_scheduler": scheduler, "__qualname__": base.__qualname__}
+    )
 
 
 class TimerEntry:
@@ -129,6 +135,7 @@ class Task(TimerEntry):
     """
 
     # Kept small: a delayed task costs no more memory than ThreadPoolExecutor's work item.
+    # (An object's memory is a multiple of 16 bytes: a tenth slot would cost 16.)
     __slots__ = (
         "_priority",
         "_seq",
@@ -137,7 +144,6 @@ class Task(TimerEntry):
         "fn",
         "future",
         "kwargs",
-        "scheduler",
         "state",
     )
     _deadline: float | None = None
@@ -159,7 +165,6 @@ class Task(TimerEntry):
         priority: int,
         due: float,
     ) -> None:
-        self.scheduler = scheduler
         self.fn = fn
         self.args = args
         self.kwargs = kwargs or NO_KWARGS
@@ -175,6 +180,11 @@ class Task(TimerEntry):
     due = property(attrgetter("_when"))
     deadline = property(attrgetter("_deadline"))
     seq = property(attrgetter("_seq"))
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """Its executor's scheduler, while the task holds its future (see hand_over)."""
+        return self.future._scheduler
 
     def live(self) -> bool:
         return self.state == PENDING
@@ -201,7 +211,7 @@ class Task(TimerEntry):
         # Only the user's cancel() completes a future whose task is still waiting; every
         # other completion happens after a claim, which moved the task out of those states.
         if self.state <= READY:
-            self.scheduler.future_done(self, future.cancelled())
+            cast("OwnFuture[Any]", future)._scheduler.future_done(self, future.cancelled())
 
     def run(self, tally: Tally) -> None:
         """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.

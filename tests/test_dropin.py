@@ -46,10 +46,13 @@ def test_is_an_executor_and_returns_real_futures() -> None:
     with PriorityExecutor(2) as ex:
         assert isinstance(ex, Executor)
         future = ex.submit(pow, 2, 10)
-        # A subclass that only marks the callbacks it runs as the executor's; every method
-        # a caller uses is Future's own.
+        # A subclass that only marks the callbacks it runs as the executor's (and its
+        # executor's own subclass of that, which only names the executor); every method a
+        # caller uses is Future's own.
         assert isinstance(future, Future)
-        assert type(future).__mro__[1] is Future
+        own, marking, *rest = type(future).__mro__
+        assert tuple(rest) == Future.__mro__
+        assert set(vars(own)) <= {"_scheduler", "__module__", "__qualname__", "__doc__"}
         assert future.result(timeout=TIMEOUT) == 1024
         assert future.done()
         assert not future.cancelled()
