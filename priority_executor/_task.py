@@ -201,10 +201,8 @@ class Task(TimerEntry):
         ``ThreadPoolExecutor``'s work item), gets one: its copy is an ``ExpiringTask``.
         """
         new = object.__new__(cls or type(self))
-        for klass in type(self).__mro__:
-            slots = klass.__dict__.get("__slots__", ())
-            for name in (slots,) if isinstance(slots, str) else slots:
-                setattr(new, name, getattr(self, name))
+        for name in _slots(type(self)):
+            setattr(new, name, getattr(self, name))
         return new
 
     def __call__(self, future: Future[Any]) -> None:
@@ -265,6 +263,21 @@ class Task(TimerEntry):
     def __repr__(self) -> str:
         name = getattr(getattr(self, "fn", None), "__qualname__", "(handed over)")
         return f"<Task {self._seq} {name} state={self.state}>"
+
+
+_SLOTS: dict[type[Task], tuple[str, ...]] = {}
+
+
+def _slots(cls: type[Task]) -> tuple[str, ...]:
+    """The slots of a task class, its bases' included (see Task.replacement)."""
+    names = _SLOTS.get(cls)
+    if names is None:
+        found: list[str] = []
+        for klass in cls.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            found.extend((slots,) if isinstance(slots, str) else slots)
+        names = _SLOTS[cls] = tuple(found)
+    return names
 
 
 def fail(future: Future[Any], exc: BaseException) -> None:

@@ -50,7 +50,7 @@ def test_is_an_executor_and_returns_real_futures() -> None:
         # executor's own subclass of that, which only names the executor); every method a
         # caller uses is Future's own.
         assert isinstance(future, Future)
-        own, marking, *rest = type(future).__mro__
+        own, _, *rest = type(future).__mro__
         assert tuple(rest) == Future.__mro__
         assert set(vars(own)) <= {"_scheduler", "__module__", "__qualname__", "__doc__"}
         assert future.result(timeout=TIMEOUT) == 1024
