@@ -6,6 +6,10 @@ which a scheduler that scans or re-sorts its pending tasks pays for on every due
 measure 17 runs ten times as many in the same window, 50,000 due a second, which a scheduler
 that spends more than 20 us on a due task cannot keep up with: its lateness then grows
 through the window instead of staying flat.
+
+Measures 4 and 17 also run PE with the cyclic GC paused for the whole repetition ("PE no
+GC"): every submit creates a ``Future``, some ten objects the GC tracks, and a full
+collection stops every thread; the difference is what the collector costs.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from benchmarks.runner import TIMEOUT, Progress, Trial, gc_paused, interleave
 from benchmarks.schedulers import APSCHEDULER, PRIORITY_EXECUTOR, SCHED_POOL, TIMER, Scheduler
 
 WORKERS = 4
+PE_GC_PAUSED = f"{PE} no GC"
 
 
 def run_alone(sizes: Sizes, progress: Progress) -> Measurement:
     """Measure 4: every contender; the Timer one with at most ``TIMER.max_pending`` tasks."""
     schedulers = (PRIORITY_EXECUTOR, SCHED_POOL, APSCHEDULER, TIMER)
     delays = seeded_delays(sizes.lateness_tasks, sizes.lateness_window)
-    return _measure(sizes, progress, schedulers, delays, backlog=0)
+    return _measure(sizes, progress, schedulers, delays, backlog=0, gc_paused_too=True)
 
 
 def run_beside_backlog(sizes: Sizes, progress: Progress) -> Measurement:
@@ -48,7 +53,8 @@ def run_beside_backlog(sizes: Sizes, progress: Progress) -> Measurement:
 def run_at_rate(sizes: Sizes, progress: Progress) -> Measurement:
     """Measure 17: PE and sched+pool, ``sizes.rate_lateness_tasks`` due in a short window."""
     delays = seeded_delays(sizes.rate_lateness_tasks, sizes.rate_lateness_window)
-    measurement = _measure(sizes, progress, (PRIORITY_EXECUTOR, SCHED_POOL), delays, backlog=0)
+    schedulers = (PRIORITY_EXECUTOR, SCHED_POOL)
+    measurement = _measure(sizes, progress, schedulers, delays, backlog=0, gc_paused_too=True)
     rate = sizes.rate_lateness_tasks / sizes.rate_lateness_window
     measurement.notes.append(
         f"{rate:,.0f} due a second; APScheduler and Timer left out (see measure 5)"
@@ -75,8 +81,14 @@ def judge_at_rate(measurement: Measurement) -> list[Row]:
     return _judge(measurement, target="PE p99 <= 50 ms", verdict=lambda p99: p99[PE] <= 50.0)
 
 
-def lateness(scheduler: Scheduler, delays: Sequence[float], backlog: int) -> dict[str, float]:
-    """p50 and p99 lateness, in ms, of one task per delay, after ``backlog`` far-future tasks."""
+def lateness(
+    scheduler: Scheduler, delays: Sequence[float], backlog: int, gc_off: bool = False
+) -> dict[str, float]:
+    """p50 and p99 lateness, in ms, of one task per delay, after ``backlog`` far-future tasks;
+    ``gc_off``: with the cyclic GC paused throughout."""
+    if gc_off:
+        with gc_paused():
+            return lateness(scheduler, delays, backlog)
     runner = scheduler.make(WORKERS)
     try:
         with gc_paused():
@@ -123,6 +135,7 @@ def _measure(
     schedulers: Sequence[Scheduler],
     delays: Sequence[float],
     backlog: int,
+    gc_paused_too: bool = False,
 ) -> Measurement:
     window = max(delays)
     notes = [f"{len(delays):,} tasks, delays in [0, {window:.3g} s], {WORKERS} workers"]
@@ -134,6 +147,10 @@ def _measure(
         trials.append(
             Trial(scheduler.name, scheduler.name, partial(lateness, scheduler, own, backlog))
         )
+    if gc_paused_too:
+        run = partial(lateness, PRIORITY_EXECUTOR, delays, backlog, gc_off=True)
+        trials.append(Trial(PE_GC_PAUSED, PE_GC_PAUSED, run))
+        notes.append(f"{PE_GC_PAUSED}: PE with the cyclic GC paused for the whole repetition")
     samples, failures = interleave(trials, sizes.repetitions, progress)
     parameters = {"tasks": len(delays), "window_s": window, "backlog": backlog}
     return Measurement("ms", samples, notes + failures, parameters)
