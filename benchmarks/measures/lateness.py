@@ -8,7 +8,7 @@ that spends more than 20 us on a due task cannot keep up with: its lateness then
 through the window instead of staying flat.
 
 Measures 4 and 17 also run PE with the cyclic GC paused for the whole repetition ("PE no
-GC"): every submit creates a ``Future``, some ten objects the GC tracks, and a full
+GC"): every submit creates a ``Future``, 11 objects the GC tracks, and a full
 collection stops every thread; the difference is what the collector costs.
 """
 
