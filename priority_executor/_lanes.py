@@ -234,10 +234,10 @@ class LaneTally:
 
     __slots__ = ("lane", "scheduler", "tally", "task")
 
-    def __init__(self, tally: list[int], task: Task) -> None:
+    def __init__(self, tally: list[int], task: Task, scheduler: Scheduler) -> None:
         self.tally = tally  # the worker's
         self.task = task
-        self.scheduler = task.scheduler  # before the run: it hands the future over
+        self.scheduler = scheduler
         # Its own reference: counting the end may take the task's (see _lane_claimed).
         self.lane = cast(LaneState, task.lane)
         self.lane.in_hand.append(None)

@@ -186,12 +186,12 @@ class WorkerPool:
             elif task.lane is None and backend is None:
                 task.run(tally)
             else:
-                self._run(task, tally)
+                self._run(scheduler, task, tally)
             del task  # a finished task, and its result, must not live on while this worker sleeps
 
-    def _run(self, task: Task, tally: list[int]) -> None:
+    def _run(self, scheduler: Scheduler, task: Task, tally: list[int]) -> None:
         """Run a lane's task, or a task in the backend."""
-        counter = tally if task.lane is None else LaneTally(tally, task)
+        counter = tally if task.lane is None else LaneTally(tally, task, scheduler)
         try:
             if self.backend is None:
                 task.run(counter)
