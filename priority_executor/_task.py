@@ -135,7 +135,7 @@ class Task(TimerEntry):
     """
 
     # Kept small: a delayed task costs no more memory than ThreadPoolExecutor's work item.
-    # (An object's memory is a multiple of 16 bytes: a tenth slot would cost 16.)
+    # (An object's memory is a multiple of 16 bytes: a ninth slot would cost 16.)
     __slots__ = (
         "_priority",
         "_seq",
