@@ -19,7 +19,7 @@ import weakref
 from collections import deque
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
@@ -234,13 +234,13 @@ class LaneTally:
 
     __slots__ = ("lane", "scheduler", "tally", "task")
 
-    def __init__(self, tally: list[int], task: Task, scheduler: Scheduler) -> None:
+    def __init__(self, tally: list[int], task: Task, lane: LaneState, scheduler: Scheduler) -> None:
         self.tally = tally  # the worker's
         self.task = task
+        # The task's lane, held here: counting the end may take the task's (_lane_claimed).
+        self.lane = lane
         self.scheduler = scheduler
-        # Its own reference: counting the end may take the task's (see _lane_claimed).
-        self.lane = cast(LaneState, task.lane)
-        self.lane.in_hand.append(None)
+        lane.in_hand.append(None)
 
     def __getitem__(self, state: int) -> int:
         return self.tally[state]

@@ -494,7 +494,8 @@ class Scheduler:
         return None if done else wake_at
 
     def _promote(self, now: float, effects: Effects) -> bool:
-        """Promote what is due by ``now``; return whether any task was made ready."""
+        """Promote what is due by ``now``; return whether more tasks are ready than before
+        (then a submit hands the GIL to the workers woken for them: see add())."""
         timers, ready = self._timers, self._counts[READY]
         while timers and timers[0]._when <= now:
             entry = heappop(timers)

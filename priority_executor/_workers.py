@@ -191,7 +191,8 @@ class WorkerPool:
 
     def _run(self, scheduler: Scheduler, task: Task, tally: list[int]) -> None:
         """Run a lane's task, or a task in the backend."""
-        counter = tally if task.lane is None else LaneTally(tally, task, scheduler)
+        lane = task.lane
+        counter = tally if lane is None else LaneTally(tally, task, lane, scheduler)
         try:
             if self.backend is None:
                 task.run(counter)

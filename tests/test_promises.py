@@ -312,6 +312,11 @@ def critical_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord
     ]
 
 
+def exiting(future: Future[Any]) -> None:
+    """A done-callback that raises SystemExit."""
+    raise SystemExit(3)
+
+
 def test_a_callback_raising_system_exit_in_a_worker_is_logged_and_work_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -320,9 +325,6 @@ def test_a_callback_raising_system_exit_in_a_worker_is_logged_and_work_goes_on(
     clock = ManualClock()
     ex = PriorityExecutor(1, thread_name_prefix=unique_prefix("exit-callback"), clock=clock)
     gate = threading.Event()
-
-    def exiting(future: Future[Any]) -> None:
-        raise SystemExit(3)
 
     try:
         first = ex.submit(gate.wait, TIMEOUT)
@@ -349,9 +351,6 @@ def test_a_lanes_shutdown_returns_after_a_callback_of_its_task_raised_system_exi
     ex = PriorityExecutor(1, thread_name_prefix=unique_prefix("exit-lane-callback"))
     lane = ex.lane(max_running=1)
     gate = threading.Event()
-
-    def exiting(future: Future[Any]) -> None:
-        raise SystemExit(3)
 
     try:
         first = lane.submit(gate.wait, TIMEOUT)
