@@ -177,14 +177,18 @@ class LaneState:
         if self.starts is not None:
             self.starts.append(now)
 
-    def end(self, state: int | None, at: float) -> None:
-        """A run of its tasks ended at ``at``, in ``state`` (None: to be tried again)."""
+    def end(self, state: int | None, at: float) -> bool:
+        """A run of its tasks ended at ``at``, in ``state`` (None: to be tried again).
+        Returns whether the end may matter beyond the counts: throttled tasks may have its
+        room, a shutdown may wait for it, or a window or cooldown may outlast it (see
+        ``Scheduler._lane_run_over``). Most lanes' ends do not: no call is made for them."""
         counts = self.counts
         counts[STARTED] -= 1
         if state is not None:
             counts[state] += 1
         self.running -= 1
         self.last_end = at
+        return bool(self.throttled) or self.drained is not None or self.timed
 
     def moved(self, was: int | None, state: int | None) -> None:
         """Count one of its tasks moved from ``was`` (None: a new one) into ``state`` (None:

@@ -148,7 +148,8 @@ class Scheduler:
             # The common case: no lock (see the module docstring).
             lane = task.lane
             if lane is not None:
-                _check_lane_open(lane)
+                if lane.closed:
+                    _check_lane_open(lane)
                 if lane.timed and not self.manual_time:
                     self.promoter.start()  # a window or cooldown may need a timer (_look_again)
             self._make_ready(task, key)
@@ -333,7 +334,7 @@ class Scheduler:
                     task._expiry = Expiry(task, task._deadline)  # the last died with the start
                 lane = task.lane
                 if lane is not None:
-                    lane.end(None, now)  # counted anew as it is queued
+                    lane.end(None, now)  # counted anew as it is queued; looked at below
                     lane.retries += 1
                 self._queue(task, None, effects)
                 if lane is not None:
@@ -628,12 +629,11 @@ class Scheduler:
             if finished:
                 self._wind_down()
 
-    def _claim(
-        self, task: Task, state: int, effects: Effects | None = None, now: float = 0.0
-    ) -> None:
+    def _claim(self, task: Task, state: int, effects: Effects | None = None) -> None:
         """Take a waiting task out of the queue for good, into ``state``. Every race between
         start, cancel, expiry and shutdown is decided by which claim comes first. A lane's
-        task is claimed with ``effects``; a lane's start, at ``now``."""
+        task is claimed with ``effects``; its lane counts a start itself (see
+        ``_start_in_lane``)."""
         counts = self._counts
         was = task.state
         counts[was] -= 1
@@ -641,9 +641,9 @@ class Scheduler:
         task.state = state
         if self.gate is not None:
             self.gate.waiting.pop()
-        if task.lane is not None:
+        if task.lane is not None and state != STARTED:
             assert effects is not None
-            self._lane_claimed(task, task.lane, was, state, effects, now)
+            self._lane_claimed(task, task.lane, was, state, effects)
         expiry = task._expiry
         if expiry is not None:
             expiry.task = None  # a finished task, and its result, must not live until then
@@ -679,7 +679,10 @@ class Scheduler:
             # The lane has room: for this task unless one of its throttled tasks comes first
             # (it has room since a moment ago, and the promoter has not released it yet).
             if not throttled or entry < throttled[0]:
-                self._claim(task, STARTED, effects, now)
+                self._claim(task, STARTED)
+                lane.start(task, now)
+                if throttled:  # the start may fill a window the others must wait out
+                    self._release_lane(lane, now, effects)
                 return True
         # Throttled; where the lane has room, its best task goes back to the workers.
         self._counts[READY] -= 1
@@ -758,13 +761,9 @@ class Scheduler:
                 self._look_again(lane, until, effects)
 
     def _lane_claimed(
-        self, task: Task, lane: LaneState, was: int, state: int, effects: Effects, now: float
+        self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
     ) -> None:
-        if state == STARTED:  # from the ready heap (see _start_in_lane)
-            lane.start(task, now)
-            if lane.throttled:  # the start may fill a window the others must wait out
-                self._release_lane(lane, now, effects)
-            return
+        """A lane's task was claimed other than to start: it leaves its lane."""
         # A task still in the intake is not its lane's yet (see _drain_intake).
         lane.moved(None if was == INTAKE else was, state)
         if lane.given:
@@ -817,16 +816,18 @@ class Scheduler:
             task, state, ended_at = ends.popleft()
             lane = task.lane
             assert lane is not None
-            lane.end(state, ended_at)
             if task.recurrence is None:
                 cast(LaneTask, task).lane = None  # see _lane_claimed
-            worker_coming = self._lane_run_over(lane, now, effects, worker_coming)
+            if lane.end(state, ended_at):
+                worker_coming = self._lane_run_over(lane, now, effects, worker_coming)
 
     def _lane_run_over(
         self, lane: LaneState, now: float, effects: Effects, worker_coming: bool
     ) -> bool:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
-        next task. ``worker_coming``, returned as in ``_release_lane``."""
+        next task, a closed lane may be drained, a named one kept (see ``LaneState.end``,
+        which says when this may matter). ``worker_coming``, returned as in
+        ``_release_lane``."""
         if lane.throttled:
             worker_coming = self._release_lane(lane, now, effects, worker_coming=worker_coming)
         self._lane_settled(lane, effects)
