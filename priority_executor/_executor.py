@@ -146,23 +146,16 @@ class PriorityExecutor(Submitter):
             # is handed off.
             future = self._own_future()
             task = RetryingTask(
-                *(scheduler, fn, args, kwargs, future, priority, due),
-                deadline=deadline,
-                lane=lane,
-                retry=retry,
+                scheduler, fn, args, kwargs, future, priority, due, deadline, lane, retry
             )
         else:
             future = self._future_type()
             if lane is not None:
-                task = LaneTask(
-                    scheduler, fn, args, kwargs, future, priority, due, deadline=deadline, lane=lane
-                )
+                task = LaneTask(scheduler, fn, args, kwargs, future, priority, due, deadline, lane)
             elif deadline is None:
                 task = Task(scheduler, fn, args, kwargs, future, priority, due)
             else:
-                task = ExpiringTask(
-                    scheduler, fn, args, kwargs, future, priority, due, deadline=deadline
-                )
+                task = ExpiringTask(scheduler, fn, args, kwargs, future, priority, due, deadline)
         scheduler.add(task, due <= now)
         return future
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Mapping
 from concurrent.futures import BrokenExecutor, Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import check_int, seconds
 from ._recurring import Call, RecurringTask, call_here
-from ._task import CANCELLED, COMPLETED, EXPIRED, FAILED, LaneTask, Tally
+from ._task import CANCELLED, COMPLETED, EXPIRED, FAILED, LaneTask, OwnFuture, Tally
 
 if TYPE_CHECKING:
     from ._lanes import LaneState
+    from ._scheduler import Scheduler
 
 # Never tried again, whatever ``on`` says: the user wants out, or nothing can run any more.
 _NEVER = (KeyboardInterrupt, SystemExit, BrokenExecutor)
@@ -154,9 +156,19 @@ class RetryingTask(LaneTask):
     retry: Retry
 
     def __init__(
-        self, *args: Any, deadline: float | None, lane: LaneState | None, retry: Retry
+        self,
+        scheduler: Scheduler,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        future: OwnFuture[Any],
+        priority: int,
+        due: float,
+        deadline: float | None,
+        lane: LaneState | None,
+        retry: Retry,
     ) -> None:
-        super().__init__(*args, deadline=deadline, lane=lane)
+        super().__init__(scheduler, fn, args, kwargs, future, priority, due, deadline, lane)
         self.retry = retry
         self.attempt = 1
         # The last attempt's exception while its retry waits: the task's outcome, should the
