@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
 from ._lanes import LaneTally
-from ._task import STARTED, STATES, Task
+from ._task import STARTED, STATES
 
 if TYPE_CHECKING:
     from ._backend import Backend
@@ -181,23 +181,24 @@ class WorkerPool:
             task = scheduler.take(park)
             if task is None:
                 return
+            lane = task.lane
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
-            elif task.lane is None and backend is None:
-                task.run(tally)
+            elif lane is None:
+                if backend is None:
+                    task.run(tally)
+                else:
+                    backend.run(task, tally)
             else:
-                self._run(scheduler, task, tally)
-            del task  # a finished task, and its result, must not live on while this worker sleeps
-
-    def _run(self, scheduler: Scheduler, task: Task, tally: list[int]) -> None:
-        """Run a lane's task, or a task in the backend."""
-        lane = task.lane
-        counter = tally if lane is None else LaneTally(tally, task, lane, scheduler)
-        try:
-            if self.backend is None:
-                task.run(counter)
-            else:
-                self.backend.run(task, counter)
-        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
-            if isinstance(counter, LaneTally):
-                counter.finished()
+                # Inline, not in a method of its own: a lane's run is on the hot path too.
+                counter = LaneTally(tally, task, lane, scheduler)
+                try:
+                    if backend is None:
+                        task.run(counter)
+                    else:
+                        backend.run(task, counter)
+                finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
+                    counter.finished()
+                del counter  # it holds the task
+            # A finished task, and its result, must not live on while this worker sleeps.
+            del task, lane
