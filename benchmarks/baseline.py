@@ -6,8 +6,9 @@ current ``priority_executor``. Its modules import each other relatively; a ``fro
 priority_executor import`` (the ``python -m`` demo has one) is rewritten to import the copy,
 so that nothing of the current package leaks into the baseline.
 
-The pool, named ``PE@REV``, joins the contenders for immediate work (measures 1 to 3) in the
-same process, interleaved with them in every repetition like any other contender.
+The pool, named ``PE@REV``, joins the contenders for immediate work (measures 1 to 3), and
+those of measure 11 if REV has lanes, in the same process, interleaved with them in every
+repetition like any other contender.
 """
 
 from __future__ import annotations

@@ -29,7 +29,11 @@ def apply(effects: Effects) -> None:
     thread's supervisor to log, or to the caller.
     """
     error = None
-    for step in (*effects.later, *effects.finally_):
+    steps = (*effects.later, *effects.finally_)
+    # Emptied first, even if a step raises: a worker uses its own effects again (see take()).
+    effects.later.clear()
+    effects.finally_.clear()
+    for step in steps:
         try:
             step()
         except BaseException as exc:

@@ -533,8 +533,9 @@ class Scheduler:
 
     # -- workers -----------------------------------------------------------------------------
 
-    def take(self, park: threading.Lock) -> Task | None:
+    def take(self, park: threading.Lock, spare: Effects) -> Task | None:
         """Claim the best due task for a worker, parking on ``park`` while there is none.
+        ``spare``: the worker's own effects, empty, for what a lane's task leaves to do.
 
         Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
         should exit.
@@ -553,7 +554,7 @@ class Scheduler:
             while True:
                 if lane_ends:
                     if lane_effects is None:
-                        lane_effects = Effects()
+                        lane_effects = spare
                     self._count_lane_ends(lane_effects, worker_coming=True)
                 if intake:
                     self._drain_intake()
@@ -567,7 +568,7 @@ class Scheduler:
                         continue  # claimed where it stood, by cancel() or a deadline
                     if task.lane is not None:
                         if lane_effects is None:
-                            lane_effects = Effects()
+                            lane_effects = spare
                         if not self._start_in_lane(entry, task.lane, lane_effects):
                             continue  # throttled: it waits in its lane
                         return task

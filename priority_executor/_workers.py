@@ -18,6 +18,7 @@ from concurrent.futures.thread import BrokenThreadPool
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
+from ._effects import Effects
 from ._lanes import LaneTally
 from ._task import STARTED, STATES
 
@@ -177,8 +178,9 @@ class WorkerPool:
 
     def _take_and_run(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
         backend = self.backend
+        effects = Effects()  # reused: a lane's task must not cost one each (see take())
         while True:
-            task = scheduler.take(park)
+            task = scheduler.take(park, effects)
             if task is None:
                 return
             lane = task.lane

@@ -703,3 +703,22 @@ def test_raising_callback_and_task_at_exit_do_not_hang_the_interpreter() -> None
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "last\n"
     assert "exception calling callback" in proc.stderr
+
+
+def test_effects_are_emptied_even_when_a_step_raises() -> None:
+    """A worker uses its own effects again from one take() to the next: what a step that
+    raised left must not run a second time, with the next take's steps."""
+    from priority_executor._effects import Effects, apply
+
+    ran: list[str] = []
+    effects = Effects()
+    effects.later.append(lambda: ran.append("first"))
+    effects.later.append(raiser(KeyboardInterrupt()))
+    effects.finally_.append(lambda: ran.append("finally"))
+    with pytest.raises(KeyboardInterrupt):
+        apply(effects)
+    assert ran == ["first", "finally"]
+    assert not effects.later and not effects.finally_ and not effects.drop
+    effects.later.append(lambda: ran.append("next"))
+    apply(effects)
+    assert ran == ["first", "finally", "next"]

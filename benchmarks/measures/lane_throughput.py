@@ -3,7 +3,8 @@
 A lane's limits are checked at every start and end of its tasks. With 100 lanes of 2 and only
 4 workers no limit is ever reached, so every task can start at once and the lanes' bookkeeping
 is all that differs from plain submits. PE with lanes is compared with the same PE (same
-workers, same submit loop) without lanes, and with TPE for reference.
+workers, same submit loop) without lanes, and with TPE for reference. PE at a baseline
+revision (``--baseline``) that has lanes runs with lanes too, in the same loop.
 """
 
 from __future__ import annotations
@@ -13,8 +14,17 @@ from itertools import cycle
 
 from benchmarks.config import Sizes
 from benchmarks.measures.throughput import workers_label
-from benchmarks.pools import PRIORITY_EXECUTOR, THREAD_POOL, Pool, Submit, lane, noop, running
-from benchmarks.results import PE, TPE, Measurement, Row, anchor_row
+from benchmarks.pools import (
+    BASELINES,
+    PRIORITY_EXECUTOR,
+    THREAD_POOL,
+    Pool,
+    Submit,
+    lane,
+    noop,
+    running,
+)
+from benchmarks.results import PE, TPE, Measurement, Row, anchor_row, baseline_rows
 from benchmarks.runner import Progress, Trial, completion_rate, interleave
 
 LANES = 100
@@ -37,6 +47,15 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
             NO_LANES, NO_LANES, partial(tasks_per_second, PRIORITY_EXECUTOR, tasks, in_lanes=False)
         ),
         Trial(TPE, TPE, partial(tasks_per_second, THREAD_POOL, tasks, in_lanes=False)),
+        *(
+            Trial(
+                pool.name,
+                f"{pool.name}, {LANES} lanes",
+                partial(tasks_per_second, pool, tasks, in_lanes=True),
+            )
+            for pool in BASELINES
+            if has_lanes(pool)
+        ),
     ]
     samples, notes = interleave(trials, sizes.repetitions, progress)
     note = (
@@ -57,8 +76,15 @@ def judge(measurement: Measurement) -> list[Row]:
             baseline=NO_LANES,
             target=f"PE >= {MIN_RATIO}x {NO_LANES}",
             verdict=lambda medians: medians[PE] >= MIN_RATIO * medians[NO_LANES],
-        )
+        ),
+        *baseline_rows(measurement, label, label=label, higher_is_better=True),
     ]
+
+
+def has_lanes(pool: Pool) -> bool:
+    """Whether ``pool``'s executor has lanes (a baseline revision from before them has not)."""
+    with running(pool, 1) as executor:
+        return hasattr(executor, "lane")
 
 
 def tasks_per_second(pool: Pool, tasks: int, *, in_lanes: bool) -> dict[str, float]:
