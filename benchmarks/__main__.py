@@ -48,7 +48,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="REV",
         help="also measure priority_executor as it was at git revision REV, as the contender "
-        "PE@REV, interleaved with the others in measures 1-3 (the others skip it); repeatable",
+        "PE@REV, interleaved with the others in measures 1-3 and 11 (the others skip it); "
+        "repeatable",
     )
     parser.add_argument(
         "--profile",
