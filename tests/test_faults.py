@@ -715,6 +715,7 @@ def test_effects_are_emptied_even_when_a_step_raises() -> None:
     effects.later.append(lambda: ran.append("first"))
     effects.later.append(raiser(KeyboardInterrupt()))
     effects.finally_.append(lambda: ran.append("finally"))
+    effects.drop.append(object())
     with pytest.raises(KeyboardInterrupt):
         apply(effects)
     assert ran == ["first", "finally"]
