@@ -768,3 +768,95 @@ def test_a_done_future_is_already_counted_by_stats(fails: bool) -> None:
         gate.set()
         cf.wait([future], timeout=TIMEOUT)
     assert (seen[0].running, seen[0].completed, seen[0].failed) == (0, int(not fails), int(fails))
+
+
+# A future's lock: the executor's futures wait on a lock of their own rather than a
+# threading.Condition (see priority_executor/_task.py, FutureLock). What a waiter sees must
+# not change.
+
+
+def test_every_thread_blocked_in_result_wakes_when_the_future_completes() -> None:
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
+        future = ex.submit(int, 7)
+        waiting = threading.Barrier(9, timeout=TIMEOUT)
+        results: list[object] = []
+
+        def wait_for_it(timeout: float | None) -> None:
+            waiting.wait()
+            try:
+                results.append(future.result(timeout=timeout))
+            except cf.TimeoutError:
+                results.append("timed out")
+
+        # Four give up early: their sleepers leave, and must not keep the rest asleep.
+        timeouts = [None, TIMEOUT] * 2 + [0.01] * 4
+        threads = [threading.Thread(target=wait_for_it, args=(t,)) for t in timeouts]
+        for thread in threads:
+            thread.start()
+        waiting.wait()
+        deadline = time.monotonic() + TIMEOUT
+        while results.count("timed out") < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # for the early ones to time out, not for a due time
+        release.set()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        assert sorted(map(str, results)) == ["7"] * 4 + ["timed out"] * 4
+        assert future.result(timeout=0) == 7  # and later callers see it at once
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), 0.001])
+def test_result_of_a_pending_future_times_out_as_threadpoolexecutors(timeout: float) -> None:
+    outcomes = []
+    for executor_class in (ThreadPoolExecutor, PriorityExecutor):
+        with executor_class(max_workers=1) as ex:
+            release = threading.Event()
+            blocker = ex.submit(release.wait, TIMEOUT)
+            queued = ex.submit(int, 1)
+            try:
+                queued.result(timeout=timeout)
+            except Exception as exc:  # the type is what is compared
+                outcomes.append(type(exc))
+            release.set()
+            assert blocker.result(timeout=TIMEOUT) and queued.result(timeout=TIMEOUT) == 1
+    assert outcomes == [cf.TimeoutError, cf.TimeoutError]
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_a_result_interrupted_by_a_signal_handler_leaves_the_future_usable() -> None:
+    # The handler's exception comes out of result() in the main thread, as it does from
+    # a threading.Condition; the future's lock is let go and its completion still wakes
+    # the next waiter.
+    def interrupt(signum: int, frame: object) -> None:
+        raise Boom("interrupted")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
+            future = ex.submit(int, 3)
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            with pytest.raises(Boom, match="interrupted"):
+                future.result(timeout=TIMEOUT)
+            assert not future.done()
+            threading.Timer(0.05, release.set).start()
+            assert future.result(timeout=TIMEOUT) == 3
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_futures_private_fields_are_what_the_executors_futures_set() -> None:
+    # A tripwire on CPython internals: the executor's futures set Future's private fields
+    # themselves and stand in for its Condition with a lock answering the calls Future
+    # makes. A Python that changes either must fail here, not in users' programs.
+    import concurrent.futures._base as futures_base
+    import inspect
+
+    from priority_executor import _task
+
+    assert _task.OWN_FUTURE_INIT
+    calls = set(re.findall(r"_condition\.(\w+)", inspect.getsource(futures_base)))
+    assert calls == {"acquire", "release", "wait", "notify_all"}
+    with PriorityExecutor(max_workers=1) as ex:
+        future = ex.submit(int)
+        assert set(vars(future)) == set(vars(Future())) | {"_task"}
+        assert future.result(timeout=TIMEOUT) == 0
