@@ -846,17 +846,94 @@ def test_a_result_interrupted_by_a_signal_handler_leaves_the_future_usable() -> 
 
 def test_futures_private_fields_are_what_the_executors_futures_set() -> None:
     # A tripwire on CPython internals: the executor's futures set Future's private fields
-    # themselves and stand in for its Condition with a lock answering the calls Future
-    # makes. A Python that changes either must fail here, not in users' programs.
+    # themselves, stand in for its Condition with a lock answering the calls Future makes,
+    # and make its list of done-callbacks on first use. A Python that changes any of it
+    # must fail here, not in users' programs.
     import concurrent.futures._base as futures_base
     import inspect
 
     from priority_executor import _task
 
     assert _task.OWN_FUTURE_INIT
-    calls = set(re.findall(r"_condition\.(\w+)", inspect.getsource(futures_base)))
+    source = inspect.getsource(futures_base)
+    calls = set(re.findall(r"_condition\.(\w+)", source))
     assert calls == {"acquire", "release", "wait", "notify_all"}
     with PriorityExecutor(max_workers=1) as ex:
         future = ex.submit(int)
-        assert set(vars(future)) == set(vars(Future())) | {"_task"}
         assert future.result(timeout=TIMEOUT) == 0
+        assert set(vars(future)) == set(vars(Future())) - {"_done_callbacks"} | {"_task"}
+
+
+def test_future_appends_a_done_callback_only_under_its_lock() -> None:
+    # The tripwire for the list of done-callbacks made on first use (see OwnFuture): two
+    # threads must never both make one. In concurrent.futures, _done_callbacks is appended
+    # to in a "with self._condition" block, and otherwise only read: by _invoke_callbacks,
+    # once the future is done.
+    import ast
+    import concurrent.futures._base as futures_base
+    import inspect
+
+    tree = ast.parse(inspect.getsource(futures_base))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def enclosing(node: ast.AST) -> list[ast.AST]:
+        found = []
+        while node in parents:
+            node = parents[node]
+            found.append(node)
+        return found
+
+    def under_lock(node: ast.AST) -> bool:
+        return any(
+            isinstance(outer, ast.With)
+            and any(
+                isinstance(item.context_expr, ast.Attribute)
+                and item.context_expr.attr == "_condition"
+                for item in outer.items
+            )
+            for outer in enclosing(node)
+        )
+
+    uses = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "_done_callbacks":
+            function = next(f for f in enclosing(node) if isinstance(f, ast.FunctionDef))
+            method = parents[node].attr if isinstance(parents[node], ast.Attribute) else None
+            uses[function.name] = (method, under_lock(node))
+    assert uses == {
+        "__init__": (None, False),
+        "add_done_callback": ("append", True),
+        "_invoke_callbacks": (None, False),
+    }
+
+
+def test_done_callbacks_added_from_many_threads_each_run_once() -> None:
+    # The list of done-callbacks is made by the first add_done_callback(): threads adding
+    # theirs while the future completes must not make one each, nor lose a callback.
+    for _ in range(50):
+        assert sorted(_callbacks_added_while_completing(threads=4, each=10)) == list(range(40))
+
+
+def _callbacks_added_while_completing(threads: int, each: int) -> list[int]:
+    """What the callbacks that ``threads`` threads add, ``each`` apiece, to one future as
+    it completes report: each its own number."""
+    calls: list[int] = []
+    start = threading.Barrier(threads + 1, timeout=TIMEOUT)
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
+        future = ex.submit(int, 1)
+
+        def add(first: int) -> None:
+            start.wait()
+            for n in range(first, first + each):
+                future.add_done_callback(lambda _, n=n: calls.append(n))
+
+        adders = [threading.Thread(target=add, args=(i * each,)) for i in range(threads)]
+        for thread in adders:
+            thread.start()
+        start.wait()
+        release.set()
+        for thread in adders:
+            thread.join(TIMEOUT)
+    # After shutdown(wait=True), which joins the worker that ran the callbacks it found.
+    assert future.result(timeout=0) == 1
+    return calls
