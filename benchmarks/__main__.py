@@ -17,6 +17,9 @@ from benchmarks.measures import MEASURES, perform_all, select
 from benchmarks.profiling import profile_throughput
 
 HERE = Path(__file__).resolve().parent
+# The figures the README and docs/performance.md quote: only a full run replaces them.
+COMMITTED_JSON = HERE / "results.json"
+COMMITTED_PLOT = HERE / "results.png"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -37,10 +40,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run these measures only: " + ", ".join(f"{m.key} ({m.number})" for m in MEASURES),
     )
     parser.add_argument(
-        "--json", type=Path, default=HERE / "results.json", help="where to write every figure"
+        "--json",
+        type=Path,
+        help=f"where to write every figure (default for a full run: benchmarks/{COMMITTED_JSON.name}; "
+        "a --quick or --only run writes none unless given)",
     )
     parser.add_argument(
-        "--plot", type=Path, default=HERE / "results.png", help="where to draw the figures"
+        "--plot",
+        type=Path,
+        help=f"where to draw the figures (default for a full run: benchmarks/{COMMITTED_PLOT.name}; "
+        "a --quick or --only run draws none unless given)",
     )
     parser.add_argument(
         "--baseline",
@@ -83,17 +92,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = perform_all(measures, sizes)
         seconds = time.perf_counter() - clock
     print(report.table(results))
-    meta = report.environment(sizes, quick=args.quick, started=started, seconds=seconds)
-    if baselines:
-        meta["baselines"] = {f"PE@{rev}": commit for rev, commit in baselines.items()}
-    report.write_json(args.json, results, meta)
-    print(f"{seconds:.0f} s; figures written to {args.json}", file=sys.stderr)
-    try:
-        plot.draw(results, args.plot)
-    except ImportError as exc:
-        print(f"plot skipped, matplotlib is missing: {exc}", file=sys.stderr)
+    full_run = not args.quick and not args.only
+    json_path = args.json or (COMMITTED_JSON if full_run else None)
+    plot_path = args.plot or (COMMITTED_PLOT if full_run else None)
+    if json_path is None:
+        print(f"{seconds:.0f} s; no figures written (--json PATH writes them)", file=sys.stderr)
     else:
-        print(f"plot drawn to {args.plot}", file=sys.stderr)
+        meta = report.environment(sizes, quick=args.quick, started=started, seconds=seconds)
+        if baselines:
+            meta["baselines"] = {f"PE@{rev}": commit for rev, commit in baselines.items()}
+        report.write_json(json_path, results, meta)
+        print(f"{seconds:.0f} s; figures written to {json_path}", file=sys.stderr)
+    if plot_path is not None:
+        try:
+            plot.draw(results, plot_path)
+        except ImportError as exc:
+            print(f"plot skipped, matplotlib is missing: {exc}", file=sys.stderr)
+        else:
+            print(f"plot drawn to {plot_path}", file=sys.stderr)
     return 0
 
 

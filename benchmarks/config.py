@@ -17,6 +17,7 @@ class Sizes:
     backlog_tasks: int
     rate_lateness_tasks: int
     rate_lateness_window: float
+    rate_lateness_lead: float
     memory_tasks: int
     idle_tasks: int
     idle_seconds: float
@@ -42,6 +43,7 @@ FULL = Sizes(
     backlog_tasks=100_000,
     rate_lateness_tasks=100_000,
     rate_lateness_window=2.0,
+    rate_lateness_lead=3.0,
     memory_tasks=100_000,
     idle_tasks=100_000,
     idle_seconds=3.0,
@@ -67,6 +69,7 @@ QUICK = Sizes(
     backlog_tasks=10_000,
     rate_lateness_tasks=10_000,
     rate_lateness_window=0.2,
+    rate_lateness_lead=0.5,
     memory_tasks=5_000,
     idle_tasks=10_000,
     idle_seconds=0.5,

@@ -7,9 +7,19 @@ measure 17 runs ten times as many in the same window, 50,000 due a second, which
 that spends more than 20 us on a due task cannot keep up with: its lateness then grows
 through the window instead of staying flat.
 
+In measures 4 and 5 a delay counts from its own submit, so tasks come due while the loop
+still submits: lateness with a busy producer. Measure 17 submits every task first, each due
+at a fixed offset from one start ``sizes.rate_lateness_lead`` seconds ahead, so that every
+contender faces the same 50,000 due tasks a second, however fast its submits are. (With
+delays counted from each submit, a contender whose submits slow down as tasks come due
+spreads its own load: PE's loop, which hands the GIL to the workers whenever a submit
+promotes a due task, took about 6 s for 100k submits, and faced some 17,000 due a second.)
+Each repetition also reports how long the submits took (``submit_s``); a submit that came
+after its task's due time is noted, as it makes that task due later than planned.
+
 Measures 4 and 17 also run PE with the cyclic GC paused for the whole repetition ("PE no
-GC"): every submit creates a ``Future``, 11 objects the GC tracks, and a full
-collection stops every thread; the difference is what the collector costs.
+GC"): every submit creates a ``Future``, objects the GC tracks, and a full collection stops
+every thread; the difference is what the collector costs.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from benchmarks.schedulers import APSCHEDULER, PRIORITY_EXECUTOR, SCHED_POOL, TI
 
 WORKERS = 4
 PE_GC_PAUSED = f"{PE} no GC"
+SUBMIT_SECONDS = "submit_s"
+LATE_SUBMITS = "late_submits"
 
 
 def run_alone(sizes: Sizes, progress: Progress) -> Measurement:
@@ -51,14 +63,30 @@ def run_beside_backlog(sizes: Sizes, progress: Progress) -> Measurement:
 
 
 def run_at_rate(sizes: Sizes, progress: Progress) -> Measurement:
-    """Measure 17: PE and sched+pool, ``sizes.rate_lateness_tasks`` due in a short window."""
+    """Measure 17: PE and sched+pool, ``sizes.rate_lateness_tasks`` due in a short window
+    that starts once every task is submitted."""
     delays = seeded_delays(sizes.rate_lateness_tasks, sizes.rate_lateness_window)
     schedulers = (PRIORITY_EXECUTOR, SCHED_POOL)
-    measurement = _measure(sizes, progress, schedulers, delays, backlog=0, gc_paused_too=True)
+    lead = sizes.rate_lateness_lead
+    measurement = _measure(
+        sizes, progress, schedulers, delays, backlog=0, gc_paused_too=True, lead=lead
+    )
     rate = sizes.rate_lateness_tasks / sizes.rate_lateness_window
     measurement.notes.append(
-        f"{rate:,.0f} due a second; APScheduler and Timer left out (see measure 5)"
+        f"{rate:,.0f} due a second, from {lead:g} s after the first submit; "
+        "APScheduler and Timer left out (see measure 5)"
     )
+    for series, seconds in measurement.samples.pop(SUBMIT_SECONDS, {}).items():
+        measurement.notes.append(
+            f"{series}: {len(seconds)} repetitions submitted in {min(seconds):.2f}-"
+            f"{max(seconds):.2f} s"
+        )
+    for series, late in measurement.samples.pop(LATE_SUBMITS, {}).items():
+        if any(late):
+            measurement.notes.append(
+                f"{series}: {max(late):,.0f} submits came after their task's due time "
+                "(the lead is too short for this machine)"
+            )
     return measurement
 
 
@@ -82,26 +110,48 @@ def judge_at_rate(measurement: Measurement) -> list[Row]:
 
 
 def lateness(
-    scheduler: Scheduler, delays: Sequence[float], backlog: int, gc_off: bool = False
+    scheduler: Scheduler,
+    delays: Sequence[float],
+    backlog: int,
+    gc_off: bool = False,
+    lead: float | None = None,
 ) -> dict[str, float]:
     """p50 and p99 lateness, in ms, of one task per delay, after ``backlog`` far-future tasks;
-    ``gc_off``: with the cyclic GC paused throughout."""
+    ``gc_off``: with the cyclic GC paused throughout. Each delay counts from its task's
+    submit; with a ``lead``, from one start that many seconds after the first submit (then
+    also ``submit_s``, the seconds the submits took, and ``late_submits``)."""
     if gc_off:
         with gc_paused():
-            return lateness(scheduler, delays, backlog)
+            return lateness(scheduler, delays, backlog, lead=lead)
     runner = scheduler.make(WORKERS)
+    clock = runner.clock
     try:
         with gc_paused():
             for _ in range(backlog):
                 runner.schedule(FAR_FUTURE, noop)
-        log = StartLog(len(delays), runner.clock)
-        dues = [runner.schedule(delay, log.record, index) for index, delay in enumerate(delays)]
-        if not log.all_started.wait(max(delays) + TIMEOUT):
+        log = StartLog(len(delays), clock)
+        began = clock()
+        late_submits = 0
+        if lead is None:
+            dues = [runner.schedule(delay, log.record, i) for i, delay in enumerate(delays)]
+        else:
+            start, dues = began + lead, []
+            for i, delay in enumerate(delays):
+                wait = start + delay - clock()
+                if wait < 0:
+                    late_submits += 1
+                dues.append(runner.schedule(max(0.0, wait), log.record, i))
+        submitted = clock() - began
+        if not log.all_started.wait(max(delays) + (lead or 0.0) + TIMEOUT):
             raise TimeoutError("not every delayed task started")
     finally:
         runner.close()
     late = [(start - due) * 1e3 for start, due in zip(log.starts, dues)]
-    return {"p50": percentile(late, 50), "p99": percentile(late, 99)}
+    figures = {"p50": percentile(late, 50), "p99": percentile(late, 99)}
+    if lead is not None:
+        figures[SUBMIT_SECONDS] = submitted
+        figures[LATE_SUBMITS] = late_submits
+    return figures
 
 
 def seeded_delays(tasks: int, window: float) -> list[float]:
@@ -136,6 +186,7 @@ def _measure(
     delays: Sequence[float],
     backlog: int,
     gc_paused_too: bool = False,
+    lead: float | None = None,
 ) -> Measurement:
     window = max(delays)
     notes = [f"{len(delays):,} tasks, delays in [0, {window:.3g} s], {WORKERS} workers"]
@@ -144,15 +195,16 @@ def _measure(
         own = delays[: scheduler.max_pending]  # the same delays, the first ones when capped
         if len(own) < len(delays):
             notes.append(f"{scheduler.name}: {len(own):,} tasks only, as a thread each")
-        trials.append(
-            Trial(scheduler.name, scheduler.name, partial(lateness, scheduler, own, backlog))
-        )
+        run = partial(lateness, scheduler, own, backlog, lead=lead)
+        trials.append(Trial(scheduler.name, scheduler.name, run))
     if gc_paused_too:
-        run = partial(lateness, PRIORITY_EXECUTOR, delays, backlog, gc_off=True)
+        run = partial(lateness, PRIORITY_EXECUTOR, delays, backlog, gc_off=True, lead=lead)
         trials.append(Trial(PE_GC_PAUSED, PE_GC_PAUSED, run))
         notes.append(f"{PE_GC_PAUSED}: PE with the cyclic GC paused for the whole repetition")
     samples, failures = interleave(trials, sizes.repetitions, progress)
     parameters = {"tasks": len(delays), "window_s": window, "backlog": backlog}
+    if lead is not None:
+        parameters["lead_s"] = lead
     return Measurement("ms", samples, notes + failures, parameters)
 
 
