@@ -42,14 +42,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--json",
         type=Path,
-        help=f"where to write every figure (default for a full run: benchmarks/{COMMITTED_JSON.name}; "
-        "a --quick or --only run writes none unless given)",
+        help="where to write every figure (default for a full run: "
+        f"benchmarks/{COMMITTED_JSON.name}; a --quick or --only run writes none unless given)",
     )
     parser.add_argument(
         "--plot",
         type=Path,
-        help=f"where to draw the figures (default for a full run: benchmarks/{COMMITTED_PLOT.name}; "
-        "a --quick or --only run draws none unless given)",
+        help="where to draw the figures (default for a full run: "
+        f"benchmarks/{COMMITTED_PLOT.name}; a --quick or --only run draws none unless given)",
     )
     parser.add_argument(
         "--baseline",
