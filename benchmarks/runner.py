@@ -54,7 +54,7 @@ def interleave(
     one trial leaves to the next (threads winding down, memory to give back, the state
     of the collector): in a fixed order A, B, C, A, B, C, PriorityExecutor measured against
     a copy of itself (``--baseline HEAD``) read 0.84x with 1 worker and 1.19x with 4 in
-    measure 1, and 1.00x and 1.01x once shuffled. A trial that raises is
+    measure 1, and 1.01x and 1.00x once shuffled. A trial that raises is
     skipped from then on and none of its figures are kept; the returned notes say why.
     This is how a contender that is missing (``priority_executor`` not written yet,
     APScheduler not installed) or broken fails softly without hiding the others.

@@ -855,8 +855,7 @@ def test_futures_private_fields_are_what_the_executors_futures_set() -> None:
     from priority_executor import _task
 
     assert _task.OWN_FUTURE_INIT
-    source = inspect.getsource(futures_base)
-    calls = set(re.findall(r"_condition\.(\w+)", source))
+    calls = set(re.findall(r"_condition\.(\w+)", inspect.getsource(futures_base)))
     assert calls == {"acquire", "release", "wait", "notify_all"}
     with PriorityExecutor(max_workers=1) as ex:
         future = ex.submit(int)
@@ -894,17 +893,19 @@ def test_future_appends_a_done_callback_only_under_its_lock() -> None:
             for outer in enclosing(node)
         )
 
-    uses = {}
+    # Every use, as (function, method called on the list, under the lock): a second use in
+    # one function must show too.
+    uses = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "_done_callbacks":
             function = next(f for f in enclosing(node) if isinstance(f, ast.FunctionDef))
             method = parents[node].attr if isinstance(parents[node], ast.Attribute) else None
-            uses[function.name] = (method, under_lock(node))
-    assert uses == {
-        "__init__": (None, False),
-        "add_done_callback": ("append", True),
-        "_invoke_callbacks": (None, False),
-    }
+            uses.append((function.name, method, under_lock(node)))
+    assert sorted(uses, key=str) == [
+        ("__init__", None, False),
+        ("_invoke_callbacks", None, False),
+        ("add_done_callback", "append", True),
+    ]
 
 
 def test_done_callbacks_added_from_many_threads_each_run_once() -> None:

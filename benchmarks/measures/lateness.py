@@ -135,9 +135,9 @@ def lateness(
         if lead is None:
             dues = [runner.schedule(delay, log.record, i) for i, delay in enumerate(delays)]
         else:
-            start, dues = began + lead, []
+            window_opens, dues = began + lead, []
             for i, delay in enumerate(delays):
-                wait = start + delay - clock()
+                wait = window_opens + delay - clock()
                 if wait < 0:
                     late_submits += 1
                 dues.append(runner.schedule(max(0.0, wait), log.record, i))
