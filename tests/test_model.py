@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import math
 import os
+import sys
 import threading
 import time
 from concurrent.futures import CancelledError, Future
@@ -31,6 +33,7 @@ from concurrent.futures import wait as futures_wait
 from typing import Any, Callable
 
 import pytest
+from helpers import call_bounded
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -51,9 +54,13 @@ from priority_executor import (
     PriorityExecutor,
     PriorityFirst,
     Retry,
+    WaitingTask,
 )
 from priority_executor.testing import ManualClock
 
+# A submit that the model predicts waits for room (max_waiting) is delayed by this much more:
+# see ExecutorMachine.block.
+BLOCKED_DELAY = 10
 SYNC_TIMEOUT = 5.0  # seconds for the worker thread to act; never reached unless broken
 SETTLE_TIMEOUT = 2.0  # seconds for an idle worker's last steps; also reached only if broken
 STUCK_TIMEOUT = 0.5  # seconds with nothing running or ready, when a start is predicted
@@ -124,6 +131,8 @@ class MLane:
         self.retry = retry
         self.usage = LaneUsage()
         self.retries = 0
+        self.closed = False  # by its shutdown(): its submits raise
+        self.cancelled = False  # by its shutdown(cancel_futures=True): no retry is queued
 
 
 class LaneUsage:
@@ -228,11 +237,19 @@ POLICIES: dict[str, tuple[Callable[[], Any], Callable[[MTask], tuple[float, ...]
 
 
 class Model:
-    def __init__(self, policy: str, now: float, workers: int, retry: Retry | None) -> None:
+    def __init__(
+        self,
+        policy: str,
+        now: float,
+        workers: int,
+        retry: Retry | None,
+        max_waiting: int | None = None,
+    ) -> None:
         self.policy_key = POLICIES[policy][1]
         self.now = now
         self.workers = workers
         self.retry = retry
+        self.max_waiting = max_waiting
         self.seq = itertools.count()
         self.tasks: list[MTask] = []  # every task and run ever queued
         self.series: list[MSeries] = []
@@ -253,6 +270,21 @@ class Model:
     def in_state(self, state: str, lane: MLane | None = None) -> list[MTask]:
         return [t for t in self.tasks if t.state == state and (lane is None or t.lane is lane)]
 
+    def waiting_in_order(self, lane: MLane | None = None) -> list[MTask]:
+        """What ``waiting()`` lists, in its order: the ready tasks in the order workers
+        would take them, then the throttled ones in the same order, then the scheduled ones
+        by due time (submission order among equals)."""
+        waiting = [t for t in self.waiting() if lane is None or t.lane is lane]
+        ready = sorted((t for t in waiting if t.state == "ready"), key=self.key)
+        throttled = sorted((t for t in waiting if t.state == "throttled"), key=self.key)
+        pending = sorted((t for t in waiting if t.state == "pending"), key=lambda t: (t.due, t.seq))
+        return ready + throttled + pending
+
+    def blocks(self) -> bool:
+        """Whether a submit from a thread not the executor's waits for room: ``max_waiting``
+        tasks wait to start (a series' waiting run counts once, like any task)."""
+        return self.max_waiting is not None and len(self.waiting()) >= self.max_waiting
+
     def queue(self, task: MTask) -> None:
         task.state = "ready" if task.due <= self.now else "pending"
 
@@ -268,24 +300,28 @@ class Model:
         due: float,
         deadline: float | None,
         lane: MLane | None = None,
+        seq: int | None = None,
     ) -> MTask:
+        """A task submitted; ``seq``: the one it took at its call, if it waited for room."""
         if priority is None:
             priority = 0 if lane is None else lane.priority
         # A lane's retry policy replaces the executor's.
         retry = self.retry if lane is None or lane.retry is None else lane.retry
-        task = MTask(label, next(self.seq), priority, due, deadline, lane=lane, retry=retry)
+        seq = next(self.seq) if seq is None else seq
+        task = MTask(label, seq, priority, due, deadline, lane=lane, retry=retry)
         self.tasks.append(task)
         self.queue(task)
         self.start_next()
         return task
 
-    def submit_recurring(self, series: MSeries) -> None:
+    def submit_recurring(self, series: MSeries, seq: int | None = None) -> None:
         self.series.append(series)
-        self.queue_run(series, series.first_due)
+        self.queue_run(series, series.first_due, seq)
         self.start_next()
 
-    def queue_run(self, series: MSeries, due: float) -> None:
-        series.run = MTask(series.label, next(self.seq), series.priority, due, None, series)
+    def queue_run(self, series: MSeries, due: float, seq: int | None = None) -> None:
+        seq = next(self.seq) if seq is None else seq
+        series.run = MTask(series.label, seq, series.priority, due, None, series)
         self.tasks.append(series.run)
         self.queue(series.run)
 
@@ -391,6 +427,7 @@ class Model:
             retry is None
             or task.cancel_requested
             or self.cancelled_all
+            or (task.lane is not None and task.lane.cancelled)
             or task.attempt >= retry.attempts
             or not issubclass(error, retry.on)
         ):
@@ -441,19 +478,71 @@ class Model:
             for task in self.waiting():
                 task.state = "cancelled"
 
-    def stats(self, lane: MLane | None = None) -> ExecutorStats:
-        def count(state: str) -> int:
-            return len(self.in_state(state, lane))
+    def shutdown_lane(self, lane: MLane, cancel_futures: bool) -> None:
+        lane.closed = True
+        if cancel_futures:
+            lane.cancelled = True
+            for task in self.waiting():
+                if task.lane is lane:
+                    task.state = "cancelled"
 
+    # -- live control -----------------------------------------------------------------------
+
+    def reschedule(
+        self, task: MTask, priority: int | None, delay: int | None, expires: int | None
+    ) -> bool:
+        """``reschedule()`` of a task: False if it started or ended; else what is given
+        replaces what it had (``delay`` and ``expires`` from now) and it is queued anew, as
+        if submitted now. A new deadline not after the (new) due time is a ValueError,
+        raised before anything changes."""
+        if task.state not in WAITING:
+            return False
+        due = task.due if delay is None else self.now + delay
+        deadline = task.deadline if expires is None else self.now + expires
+        if (delay is not None or expires is not None) and deadline is not None and deadline <= due:
+            raise ValueError("expires must fall after the task's due time")
+        if priority is None and delay is None and expires is None:
+            return True
+        was = task.state
+        if priority is not None:
+            task.priority = priority
+        task.due, task.deadline, task.seq = due, deadline, next(self.seq)
+        if due > self.now:
+            # Not due: it waits for its time again, and holds none of its lane's room.
+            task.state = "pending"
+            task.given = False
+        elif was == "pending":
+            task.state = "ready"
+        # Else due still: a ready task stays ready (with the room it was given, if any); a
+        # throttled one keeps waiting for its lane, in its new place.
+        if task.lane is not None and was != "throttled":
+            # Like a claim where it stood: room it held, and no longer holds, is another's.
+            self.release_lane(task.lane)
+        self.start_next()
+        return True
+
+    def reschedule_series(self, series: MSeries, priority: int | None, delay: int | None) -> bool:
+        """A series: ``priority`` applies to its waiting run and every later one, ``delay``
+        moves its waiting run. False once its run started, or once the series ended."""
+        run = series.run
+        assert run is not None
+        if series.state != "live" or run.state not in WAITING:
+            return False
+        if priority is not None:
+            series.priority = priority
+        return self.reschedule(run, priority, delay, None)
+
+    def stats(self, lane: MLane | None = None) -> ExecutorStats:
+        count = collections.Counter(t.state for t in self.tasks if lane is None or t.lane is lane)
         return ExecutorStats(
-            scheduled=count("pending"),
-            ready=count("ready"),
-            throttled=count("throttled"),
-            running=count("running"),
-            completed=count("completed"),
-            failed=count("failed"),
-            cancelled=count("cancelled") + (self.cancelled_series if lane is None else 0),
-            expired=count("expired"),
+            scheduled=count["pending"],
+            ready=count["ready"],
+            throttled=count["throttled"],
+            running=count["running"],
+            completed=count["completed"],
+            failed=count["failed"],
+            cancelled=count["cancelled"] + (self.cancelled_series if lane is None else 0),
+            expired=count["expired"],
             retries=self.retries if lane is None else lane.retries,
         )
 
@@ -467,7 +556,8 @@ class Gates:
     The journal holds every start and every release, with the clock time, in the order they
     happened: a release is journaled before its gate opens, so before any start it allows.
     A label runs at most once at a time (a series' runs and a task's attempts never
-    overlap), so its latest gate is the one to open.
+    overlap), so its latest gate is the one to open. A released task may first submit
+    another (``spawn``), from the worker's thread, as a task that feeds the executor does.
     """
 
     def __init__(self, clock: ManualClock) -> None:
@@ -475,12 +565,13 @@ class Gates:
         self.cond = threading.Condition()
         self.journal: list[tuple[str, str, float]] = []  # ("start" or "end", label, time)
         self.starts: collections.Counter[str] = collections.Counter()
-        self.gates: dict[str, tuple[threading.Event, list[type[Exception]]]] = {}
+        self.gates: dict[str, tuple[threading.Event, list[Any]]] = {}
+        self.spawned: dict[str, Future[Any]] = {}  # label: the future of a task a task submitted
         self.open = False  # at teardown: nothing blocks any more
 
     def body(self, label: str) -> str:
         gate = threading.Event()
-        fail: list[type[Exception]] = []
+        fail: list[Any] = []  # what the release asks for: an exception to raise, or a spawn
         with self.cond:
             self.starts[label] += 1
             attempt = self.starts[label]
@@ -491,6 +582,12 @@ class Gates:
                 gate.set()
         if not gate.wait(GATE_TIMEOUT):
             raise RuntimeError(f"task {label} was never released")
+        if fail and isinstance(fail[0], tuple):
+            child, submit = fail.pop()
+            future = submit()
+            with self.cond:
+                self.spawned[child] = future
+                self.cond.notify_all()
         if fail:
             raise fail[0](label, attempt)
         return label
@@ -499,13 +596,27 @@ class Gates:
         """Starts so far; the caller holds ``cond``."""
         return sum(self.starts.values())
 
-    def release(self, label: str, error: type[Exception] | None) -> None:
+    def release(
+        self,
+        label: str,
+        error: type[Exception] | None,
+        spawn: tuple[str, Callable[[], Future[Any]]] | None = None,
+    ) -> None:
+        """Let the task ``label`` end, raising ``error`` if given; ``spawn``: (a label, a
+        call that submits it) for the task to make first."""
         with self.cond:
             gate, fail = self.gates[label]
             self.journal.append(("end", label, self.clock.now()))
-        if error is not None:
+        if spawn is not None:
+            fail.append(spawn)
+        elif error is not None:
             fail.append(error)
         gate.set()
+
+    def wait_spawned(self, label: str) -> Future[Any]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: label in self.spawned, SYNC_TIMEOUT), label
+            return self.spawned[label]
 
     def open_all(self) -> None:
         with self.cond:
@@ -516,6 +627,36 @@ class Gates:
 
 def executor_threads(prefix: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(prefix + "_")]
+
+
+@dataclasses.dataclass
+class Blocked:
+    """A submit that the model predicts waits for room (``max_waiting``): made in a thread of
+    its own, which the test sees park; ``admit`` puts its task in the model once there is
+    room, with the ``seq`` it took at the call, and returns what records its future."""
+
+    label: str
+    due: float  # the clock stays before it while the submit waits (see ExecutorMachine.block)
+    lane: MLane | None
+    admit: Callable[[], Callable[[Future[Any]], None]]
+    thread: threading.Thread
+    outcome: dict[str, Any]  # "future" or "error", once the submit returned
+
+
+def wait_parked(thread: threading.Thread) -> None:
+    """Wait until ``thread`` waits in a ``threading`` primitive: a submit predicted to block
+    has taken its ``seq`` and parked. Fail if it returns instead."""
+    end = time.monotonic() + SYNC_TIMEOUT
+    while True:
+        assert thread.is_alive(), "a submit returned that the model predicts waits for room"
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == threading.__file__ and code.co_name == "wait":
+                return
+            frame = frame.f_back
+        assert time.monotonic() < end, "a submit that the model predicts waits never parked"
+        time.sleep(0.0005)
 
 
 _names = itertools.count()
@@ -537,15 +678,22 @@ class ExecutorMachine(RuleBasedStateMachine):
         self.lane_of: dict[str, MLane] = {}  # label: lane, for the lanes' tasks
         self.labels = itertools.count()
         self.shutdowns = 0
+        self.blocked: Blocked | None = None
 
     @initialize(
         start=st.sampled_from([0.0, 1000.0, -50.0]),
         workers=st.sampled_from([1, 2, 3]),
         retry=st.one_of(RETRIES, st.none()),
         lanes=st.lists(LANE_OPTIONS, max_size=2),
+        max_waiting=st.sampled_from([None, None, None, 2, 4]),
     )
     def build(
-        self, start: float, workers: int, retry: Retry | None, lanes: list[dict[str, Any]]
+        self,
+        start: float,
+        workers: int,
+        retry: Retry | None,
+        lanes: list[dict[str, Any]],
+        max_waiting: int | None,
     ) -> None:
         policy = self.policy
         self.clock = ManualClock(start)
@@ -556,8 +704,9 @@ class ExecutorMachine(RuleBasedStateMachine):
             policy=POLICIES[policy][0](),
             clock=self.clock,
             retry=retry,
+            max_waiting=max_waiting,
         )
-        self.model = Model(policy, start, workers, retry)
+        self.model = Model(policy, start, workers, retry, max_waiting)
         # Lanes from the start, so that most examples put tasks in them.
         for options in lanes:
             self.add_lane(options)
@@ -581,6 +730,7 @@ class ExecutorMachine(RuleBasedStateMachine):
 
     def sync(self) -> None:
         """Wait until the workers have done what the model predicts they do next."""
+        self.settle_blocked()
         self.wait_started(len(self.m.log))
         # A worker ends a task in steps (count it, complete its future, queue a series' next
         # run or a retry, take the next task, go idle) that the test cannot wait for one by
@@ -621,6 +771,68 @@ class ExecutorMachine(RuleBasedStateMachine):
     def submitted(self) -> int:
         return len(self.futures) + len(self.series_futures)
 
+    def call_submit(self, submit: Callable[[], Future[Any]]) -> Future[Any]:
+        """Make a submit that the model predicts does not wait: with ``max_waiting``, in a
+        thread of its own, so that a wrong wait fails the test instead of hanging it."""
+        if self.m.max_waiting is None:
+            return submit()
+        future: Future[Any] = call_bounded(submit, "a submit the model predicts admitted")
+        return future
+
+    def block(
+        self,
+        label: str,
+        submit: Callable[[], Future[Any]],
+        due: float,
+        lane: MLane | None,
+        admit: Callable[[int], Callable[[Future[Any]], None]],
+    ) -> None:
+        """Make a submit that the model predicts waits for room, in a thread of its own.
+        Its due time is later than the clock may reach while it waits (``advance`` sees to
+        that): so its task is queued to wait for its time, whenever room comes, and no worker
+        can race for it with the tasks whose start made the room."""
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["future"] = submit()
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        # The seq its task takes at the call, before it waits: among equals, it comes
+        # before a retry or a series' run queued while it waits.
+        seq = next(self.m.seq)
+        thread = threading.Thread(target=target, name=f"pe-model-submit-{label}", daemon=True)
+        thread.start()
+        wait_parked(thread)
+        self.blocked = Blocked(label, due, lane, functools.partial(admit, seq), thread, outcome)
+
+    def settle_blocked(self) -> None:
+        """A waiting submit raises once the executor, or its lane, shuts down; it returns
+        once fewer than ``max_waiting`` tasks wait (which may be only for an instant, as a
+        worker takes one and then queues a series' next run: the model looks at the end of
+        a step, and its waiting tasks only grow before they shrink in a step)."""
+        blocked = self.blocked
+        if blocked is None:
+            return
+        refused = self.m.closed or (blocked.lane is not None and blocked.lane.closed)
+        if not refused and self.m.blocks():
+            return
+        self.blocked = None
+        record = None if refused else blocked.admit()
+        blocked.thread.join(SYNC_TIMEOUT)
+        assert not blocked.thread.is_alive(), (
+            f"the submit of {blocked.label} still waits: the model predicts "
+            + ("a RuntimeError" if refused else "room for it")
+        )
+        if record is None:
+            error = blocked.outcome.get("error")
+            assert isinstance(error, RuntimeError), blocked.outcome
+            assert "cannot schedule new futures after" in str(error)
+        else:
+            assert "future" in blocked.outcome, blocked.outcome
+            record(blocked.outcome["future"])
+
     def check(self) -> None:
         m = self.m
         with self.g.cond:
@@ -631,6 +843,19 @@ class ExecutorMachine(RuleBasedStateMachine):
         assert started == collections.Counter(m.log), "the workers ran other tasks than the model"
         stats = self.ex.stats()
         assert stats == m.stats()
+        # Each task in exactly one field, each run of a series once, a cancelled series once
+        # (and its waiting run not): counted from what the test submitted and the journal.
+        counted = sum(dataclasses.astuple(stats)) - stats.retries
+        expected = len(self.futures)
+        for _, series in self.series_futures:
+            assert series.run is not None
+            expected += started[series.label] + (series.state == "cancelled")
+            expected += series.state == "live" and series.run.state in WAITING
+        assert counted == expected, (counted, expected)
+        if self.blocked is not None:
+            assert self.blocked.thread.is_alive(), (
+                f"the submit of {self.blocked.label} returned: the model predicts it waits"
+            )
         for lane, mlane in self.lanes:
             lane_stats = lane.stats()
             assert lane_stats == m.stats(mlane), mlane.name
@@ -647,18 +872,48 @@ class ExecutorMachine(RuleBasedStateMachine):
             self.check_nothing_startable_waits(journal)
 
     def check_waiting(self) -> None:
-        """``waiting()`` shows each waiting task in the model's state, with the model's due
-        time: a retry's is its backoff after the failed attempt ended."""
+        """``waiting()``, the executor's and each lane's, lists the model's waiting tasks in
+        the model's order (ready in policy order, throttled in policy order, scheduled by
+        due time), each in the model's state, with its priority, due time (a retry's is its
+        backoff after the failed attempt ended) and deadline."""
         tasks: dict[Future[Any], MTask | None] = dict(self.futures)
         tasks.update((future, series.run) for future, series in self.series_futures)
         states = {"pending": "scheduled", "ready": "ready", "throttled": "throttled"}
-        expected = sorted((t.label, states[t.state], t.due - self.m.now) for t in self.m.waiting())
-        shown = []
-        for waiting in self.ex.waiting():
-            task = tasks[waiting.future]
-            assert task is not None
-            shown.append((task.label, waiting.state, waiting.due_in))
-        assert sorted(shown) == expected
+        now = self.m.now
+
+        def expected(lane: MLane | None) -> list[tuple[Any, ...]]:
+            return [
+                (
+                    t.label,
+                    states[t.state],
+                    t.priority,
+                    t.due - now,
+                    None if t.deadline is None else t.deadline - now,
+                    None if t.lane is None else t.lane.name,
+                )
+                for t in self.m.waiting_in_order(lane)
+            ]
+
+        def shown(snapshot: list[WaitingTask]) -> list[tuple[Any, ...]]:
+            rows = []
+            for waiting in snapshot:
+                task = tasks[waiting.future]
+                assert task is not None
+                rows.append(
+                    (
+                        task.label,
+                        waiting.state,
+                        waiting.priority,
+                        waiting.due_in,
+                        waiting.expires_in,
+                        waiting.lane,
+                    )
+                )
+            return rows
+
+        assert shown(self.ex.waiting()) == expected(None)
+        for lane, mlane in self.lanes:
+            assert shown(lane.waiting()) == expected(mlane), mlane.name
 
     def lane_usage(self, journal: list[tuple[str, str, float]], lane: MLane) -> LaneUsage:
         """How the executor used ``lane``, replayed from the journal; every start checked
@@ -703,6 +958,18 @@ class ExecutorMachine(RuleBasedStateMachine):
         lane: tuple[Lane, MLane] | None = None,
     ) -> None:
         label = f"t{next(self.labels)}"
+        target: PriorityExecutor | Lane = self.ex if lane is None else lane[0]
+        mlane = None if lane is None else lane[1]
+        if self.m.closed or (mlane is not None and mlane.closed):
+            with pytest.raises(RuntimeError, match="cannot schedule new futures after"):
+                target.submit(self.g.body, label, priority=priority, delay=delay)
+            self.sync()
+            return
+        blocks = self.m.blocks()
+        if blocks:
+            if self.blocked is not None:
+                return  # it would wait as well, and which of two goes first is not known
+            delay = (delay or 0) + BLOCKED_DELAY  # see block()
         kwargs: dict[str, Any] = {"priority": priority}
         if delay is not None:
             kwargs["delay"] = delay
@@ -710,17 +977,24 @@ class ExecutorMachine(RuleBasedStateMachine):
         if expires is not None:
             kwargs["expires"] = (delay or 0) + expires  # always after the due time
             deadline = self.m.now + kwargs["expires"]
-        target: PriorityExecutor | Lane = self.ex if lane is None else lane[0]
-        if self.m.closed:
-            with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
-                target.submit(self.g.body, label, **kwargs)
+        due = self.m.now + (delay or 0)
+
+        def admit(seq: int | None = None) -> Callable[[Future[Any]], None]:
+            task = self.m.submit(label, priority, due, deadline, mlane, seq)
+
+            def record(future: Future[Any]) -> None:
+                self.futures.append((future, task))
+                if mlane is not None:
+                    self.lane_of[label] = mlane
+
+            return record
+
+        submit = functools.partial(target.submit, self.g.body, label, **kwargs)
+        if blocks:
+            self.block(label, submit, due, mlane, admit)
         else:
-            future = target.submit(self.g.body, label, **kwargs)
-            mlane = None if lane is None else lane[1]
-            task = self.m.submit(label, priority, self.m.now + (delay or 0), deadline, mlane)
-            self.futures.append((future, task))
-            if mlane is not None:
-                self.lane_of[label] = mlane
+            future = self.call_submit(submit)
+            admit()(future)
         self.sync()
 
     @rule(priority=PRIORITIES, delay=DELAYS, expires=EXPIRES)
@@ -785,6 +1059,16 @@ class ExecutorMachine(RuleBasedStateMachine):
         self, priority: int, delay: int | None, interval: int, fixed_rate: bool
     ) -> None:
         label = f"s{next(self.labels)}"
+        if self.m.closed:
+            with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
+                self.ex.submit_recurring(self.g.body, label, interval=interval)
+            self.sync()
+            return
+        blocks = self.m.blocks()
+        if blocks:
+            if self.blocked is not None:
+                return  # see submit_one()
+            delay = (delay or 0) + BLOCKED_DELAY
         kwargs: dict[str, Any] = {
             "priority": priority,
             "interval": interval,
@@ -792,14 +1076,18 @@ class ExecutorMachine(RuleBasedStateMachine):
         }
         if delay is not None:
             kwargs["delay"] = delay
-        if self.m.closed:
-            with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
-                self.ex.submit_recurring(self.g.body, label, **kwargs)
+        series = MSeries(label, priority, self.m.now + (delay or 0), interval, fixed_rate)
+
+        def admit(seq: int | None = None) -> Callable[[Future[Any]], None]:
+            self.m.submit_recurring(series, seq)
+            return lambda future: self.series_futures.append((future, series))
+
+        submit = functools.partial(self.ex.submit_recurring, self.g.body, label, **kwargs)
+        if blocks:
+            self.block(label, submit, series.first_due, None, admit)
         else:
-            future = self.ex.submit_recurring(self.g.body, label, **kwargs)
-            series = MSeries(label, priority, self.m.now + (delay or 0), interval, fixed_rate)
-            self.m.submit_recurring(series)
-            self.series_futures.append((future, series))
+            future = self.call_submit(submit)
+            admit()(future)
         self.sync()
 
     @precondition(lambda self: self.futures)
@@ -818,9 +1106,129 @@ class ExecutorMachine(RuleBasedStateMachine):
         assert future.cancel() is expected
         self.sync()
 
+    # Mostly a task that waits (scheduled, ready or throttled); else any, which started or
+    # ended perhaps: then reschedule() returns False and changes nothing.
+    @precondition(lambda self: self.futures)
+    @rule(
+        index=st.integers(0, 200),
+        waiting=st.booleans(),
+        priority=st.one_of(st.none(), PRIORITIES),
+        delay=st.one_of(st.none(), st.integers(0, 4)),
+        expires=st.one_of(st.none(), st.integers(1, 5)),
+    )
+    def reschedule(
+        self,
+        index: int,
+        waiting: bool,
+        priority: int | None,
+        delay: int | None,
+        expires: int | None,
+    ) -> None:
+        choices = [(f, t) for f, t in self.futures if waiting and t.state in WAITING]
+        choices = choices or self.futures
+        future, task = choices[index % len(choices)]
+        kwargs = {
+            name: value
+            for name, value in (("priority", priority), ("delay", delay), ("expires", expires))
+            if value is not None
+        }
+        try:
+            expected = self.m.reschedule(task, priority, delay, expires)
+        except ValueError:
+            with pytest.raises(ValueError, match="expires must fall after"):
+                self.ex.reschedule(future, **kwargs)
+        else:
+            assert self.ex.reschedule(future, **kwargs) is expected, (task.label, task.state)
+        self.sync()
+
+    # A series has no deadline: expires is a ValueError, whatever its state.
+    @precondition(lambda self: self.series_futures)
+    @rule(
+        index=st.integers(0, 200),
+        priority=st.one_of(st.none(), st.sampled_from([-10, 0, 10])),
+        delay=st.one_of(st.none(), st.integers(0, 4)),
+        expires=st.sampled_from([None, None, None, 1]),
+    )
+    def reschedule_series(
+        self, index: int, priority: int | None, delay: int | None, expires: int | None
+    ) -> None:
+        future, series = self.series_futures[index % len(self.series_futures)]
+        if expires is not None:
+            with pytest.raises(ValueError, match="expires"):
+                self.ex.reschedule(future, priority=priority, delay=delay, expires=expires)
+        else:
+            expected = self.m.reschedule_series(series, priority, delay)
+            assert self.ex.reschedule(future, priority=priority, delay=delay) is expected
+        self.sync()
+
+    # A task that submits another before it returns, from its worker's thread: with
+    # max_waiting, admitted even when that many tasks wait (a worker must never wait for the
+    # room that only workers make).
+    @precondition(lambda self: self.model is not None and self.model.running)
+    @precondition(lambda self: self.model is not None and not self.model.closed)
+    @rule(
+        index=st.integers(0, 2),
+        lane=st.one_of(st.none(), st.integers(0, 2)),
+        priority=PRIORITIES,
+        delay=DELAYS,
+        expires=EXPIRES,
+    )
+    def release_spawning(
+        self,
+        index: int,
+        lane: int | None,
+        priority: int,
+        delay: int | None,
+        expires: int | None,
+    ) -> None:
+        task = self.m.running[index % len(self.m.running)]
+        open_lanes = [pair for pair in self.lanes if not pair[1].closed]
+        chosen = None if lane is None or not open_lanes else open_lanes[lane % len(open_lanes)]
+        target: PriorityExecutor | Lane = self.ex if chosen is None else chosen[0]
+        mlane = None if chosen is None else chosen[1]
+        label = f"c{next(self.labels)}"
+        kwargs: dict[str, Any] = {"priority": priority}
+        if delay is not None:
+            kwargs["delay"] = delay
+        deadline = None
+        if expires is not None:
+            kwargs["expires"] = (delay or 0) + expires
+            deadline = self.m.now + kwargs["expires"]
+        submit = functools.partial(target.submit, self.g.body, label, **kwargs)
+        self.g.release(task.label, None, (label, submit))
+        future = self.g.wait_spawned(label)
+        # Queued while its parent still runs: the parent's end comes after.
+        child = self.m.submit(label, priority, self.m.now + (delay or 0), deadline, mlane)
+        self.futures.append((future, child))
+        if mlane is not None:
+            self.lane_of[label] = mlane
+        self.m.release(task, None)
+        self.sync()
+
+    # A lane's shutdown closes it alone; wait=True when nothing of it is left to wait for.
+    @precondition(lambda self: self.submitted() >= 5 and any(not m.closed for _, m in self.lanes))
+    @rule(index=st.integers(0, 2), cancel_futures=st.booleans())
+    def shutdown_lane(self, index: int, cancel_futures: bool) -> None:
+        open_lanes = [pair for pair in self.lanes if not pair[1].closed]
+        lane, mlane = open_lanes[index % len(open_lanes)]
+        busy = [t for t in self.m.tasks if t.lane is mlane and t.state == "running"]
+        left = busy or (not cancel_futures and any(t.lane is mlane for t in self.m.waiting()))
+        if left:
+            lane.shutdown(wait=False, cancel_futures=cancel_futures)
+        else:
+            call_bounded(
+                functools.partial(lane.shutdown, wait=True, cancel_futures=cancel_futures),
+                "lane.shutdown(wait=True) with nothing of the lane left",
+                SYNC_TIMEOUT,
+            )
+        self.m.shutdown_lane(mlane, cancel_futures)
+        self.sync()
+
     @rule(seconds=st.sampled_from([0, 0.5, 1, 1, 2, 3, 5]))
     def advance(self, seconds: float) -> None:
         assert self.clock is not None
+        if self.blocked is not None and self.m.now + seconds >= self.blocked.due:
+            return  # see block()
         self.clock.advance(seconds)
         self.m.advance(seconds)
         self.sync()
@@ -895,6 +1303,11 @@ class ExecutorMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.executor is None:
             return
+        if self.blocked is not None:
+            # Shut down before the gates open: the tasks they let end would make it room.
+            self.ex.shutdown(wait=False, cancel_futures=True)
+            self.m.closed = True
+            self.settle_blocked()  # it raises RuntimeError
         self.g.open_all()
         joiner = threading.Thread(
             target=self.ex.shutdown, kwargs={"wait": True, "cancel_futures": True}
