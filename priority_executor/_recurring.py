@@ -58,7 +58,9 @@ class RecurringTask(Task):
     def __call__(self, future: Future[Any]) -> None:
         # The series future is done: cancelled by the user or by shutdown, or failed.
         cancelled = future.cancelled()
-        cast("OwnFuture[None]", future)._scheduler.future_done(self, cancelled)
+        scheduler = cast("OwnFuture[None]", future)._owner()
+        if scheduler is not None:  # else gone with its threads: nothing waits for it
+            scheduler.future_done(self, cancelled)
         if cancelled:
             # No one sets a series future running, so no one else reports its cancellation.
             future.set_running_or_notify_cancel()

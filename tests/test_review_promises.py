@@ -106,7 +106,7 @@ def test_work_for_another_executor_never_makes_a_thread_forget_its_own() -> None
     mine = PriorityExecutor(max_workers=1, max_waiting=1, clock=clock)
     other = PriorityExecutor(max_workers=1)
     lane = mine.lane("own")
-    held_back = mine.submit(int, delay=60)  # fills max_waiting
+    go = threading.Event()
     steps: list[str] = []
 
     def in_others_callback(_: Future[int]) -> None:
@@ -118,18 +118,23 @@ def test_work_for_another_executor_never_makes_a_thread_forget_its_own() -> None
         steps.append("shut down")
 
     def task() -> None:
+        assert go.wait(TIMEOUT)
         done = other.submit(int)
         done.result(timeout=TIMEOUT)
         done.add_done_callback(in_others_callback)  # runs here and now: it is done
 
     try:
         outer = lane.submit(task)
+        wait_until(outer.running, what="the task to start")
+        held_back = mine.submit(int, delay=60)  # fills max_waiting
+        go.set()
         outer.result(timeout=10)
         clock.advance(60)
         assert held_back.result(timeout=TIMEOUT) == 0
         mine.shutdown(wait=True)
         assert steps == ["submitted", "lane shut down", "shut down", "admitted"]
     finally:
+        go.set()
         other.shutdown(wait=True)
 
 
