@@ -13,7 +13,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, cast
+from typing import Any, Callable, Literal
 
 from . import _lifecycle
 from ._arguments import (
@@ -271,12 +271,14 @@ class PriorityExecutor(Submitter):
         nothing, if the task started or ended. For a recurring series, ``priority`` applies
         to its waiting run and every later one, ``delay``/``run_at`` move its waiting run.
         Raises ``ValueError`` for a future that is not this executor's. O(log n)."""
-        task = future._task if isinstance(future, OwnFuture) else None
-        if task is None or cast("OwnFuture[Any]", future)._owner is not self._owner:
+        if not isinstance(future, OwnFuture) or future._owner is not self._owner:
             raise ValueError(
                 f"future must be one that this executor or one of its lanes returned,"
                 f" got {future!r}"
             )
+        task = future._task
+        if task is None:
+            return False  # a series that ended (see RecurringTask.__call__)
         clock = self._clock
         now = clock.now()
         due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
@@ -285,9 +287,7 @@ class PriorityExecutor(Submitter):
             check_priority(priority)
         if deadline is not None and task.recurrence is not None:
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
-        return self._scheduler.reschedule(
-            cast("OwnFuture[Any]", future), priority, due, deadline, now
-        )
+        return self._scheduler.reschedule(future, priority, due, deadline, now)
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""

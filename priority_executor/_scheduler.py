@@ -937,7 +937,8 @@ class Scheduler:
         self.lock.acquire()
         try:
             task = future._task
-            assert task is not None
+            if task is None:
+                return False  # a series that ended (see RecurringTask.__call__)
             was = task.state
             if was > READY:
                 return False
@@ -1140,6 +1141,13 @@ class Scheduler:
         return sum(sum(tally) for tally in self.workers.tallies)
 
     def _wind_down(self) -> None:
+        with self.lock:
+            # Nothing will fire the timers left (lane timers, dead entries): a lane and
+            # its timer hold each other, a reference cycle that only the cyclic GC frees.
+            for entry in self._timers:
+                if isinstance(entry, LaneTimer):
+                    entry.lane.timer = None
+            self._timers = []
         self._drained.set()
         self.clock.detach(self)
         self.promoter.retire()
