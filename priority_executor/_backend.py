@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import weakref
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, wait
 from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
 
@@ -34,8 +35,8 @@ class RemoteFuture(OwnFuture[T]):
     is forwarded to the backend's future, whose answer it returns (a process pool's: True
     only while the call has not started)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, owner: weakref.ref[Scheduler]) -> None:
+        super().__init__(owner)
         # Held across the hand-off, so that a cancel() comes either before it (and the task
         # is never handed off) or after it (and is forwarded). Reentrant: cancel() runs the
         # future's done-callbacks, which may cancel it again.

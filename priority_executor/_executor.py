@@ -13,7 +13,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, cast
+from typing import Any, Callable, Literal
 
 from . import _lifecycle
 from ._arguments import (
@@ -35,7 +35,7 @@ from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._submitting import Submitter
-from ._task import ExpiringTask, LaneTask, OwnFuture, Task, future_class
+from ._task import ExpiringTask, LaneTask, OwnFuture, Task
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
@@ -100,11 +100,12 @@ class PriorityExecutor(Submitter):
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
+        # How its tasks' futures reach the scheduler (see OwnFuture).
+        self._owner = weakref.ref(scheduler)
         # The futures of its tasks: those of a series, or of a task tried again, stay ours
         # with a backend too (each call is handed off); any other is the backend's to run.
-        self._own_future = future_class(OwnFuture, scheduler)
-        self._future_type = (
-            self._own_future if self._backend is None else future_class(RemoteFuture, scheduler)
+        self._future_type: type[OwnFuture[Any]] = (
+            OwnFuture if self._backend is None else RemoteFuture
         )
         # Garbage collection may run it in any thread, even one that holds the scheduler's
         # lock: it only asks the executor's own threads to shut it down.
@@ -144,12 +145,12 @@ class PriorityExecutor(Submitter):
         if retry is not None:
             # Its future stays ours across attempts, with a backend too: each attempt's call
             # is handed off.
-            future = self._own_future()
+            future = OwnFuture(self._owner)
             task = RetryingTask(
                 scheduler, fn, args, kwargs, future, priority, due, deadline, lane, retry
             )
         else:
-            future = self._future_type()
+            future = self._future_type(self._owner)
             if lane is not None:
                 task = LaneTask(scheduler, fn, args, kwargs, future, priority, due, deadline, lane)
             elif deadline is None:
@@ -188,7 +189,7 @@ class PriorityExecutor(Submitter):
         if priority is None:
             priority = 0 if lane is None else lane.priority
         check_priority(priority)
-        future: OwnFuture[None] = self._own_future()
+        future: OwnFuture[None] = OwnFuture(self._owner)
         task_args = (self._scheduler, fn, args, kwargs, future, priority, due)
         retry = self._retry_for(lane)
         task = (
@@ -270,12 +271,14 @@ class PriorityExecutor(Submitter):
         nothing, if the task started or ended. For a recurring series, ``priority`` applies
         to its waiting run and every later one, ``delay``/``run_at`` move its waiting run.
         Raises ``ValueError`` for a future that is not this executor's. O(log n)."""
-        task = future._task if isinstance(future, OwnFuture) else None
-        if task is None or cast("OwnFuture[Any]", future)._scheduler is not self._scheduler:
+        if not isinstance(future, OwnFuture) or future._owner is not self._owner:
             raise ValueError(
                 f"future must be one that this executor or one of its lanes returned,"
                 f" got {future!r}"
             )
+        task = future._task
+        if task is None:
+            return False  # a series that ended (see RecurringTask.__call__)
         clock = self._clock
         now = clock.now()
         due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
@@ -284,9 +287,7 @@ class PriorityExecutor(Submitter):
             check_priority(priority)
         if deadline is not None and task.recurrence is not None:
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
-        return self._scheduler.reschedule(
-            cast("OwnFuture[Any]", future), priority, due, deadline, now
-        )
+        return self._scheduler.reschedule(future, priority, due, deadline, now)
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""

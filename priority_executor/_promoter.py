@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 from . import _threads
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 
 class Promoter:
     def __init__(self, scheduler: Scheduler, name: str) -> None:
-        self._scheduler = scheduler
+        # Weak: the scheduler holds its promoter. The thread holds the scheduler while it
+        # runs, as every thread of the executor does.
+        self._scheduler = weakref.ref(scheduler)
         self.name = name
         # Released: a wake-up is pending (one stands for any number: a promotion sees all).
         self._bell = threading.Lock()
@@ -48,7 +51,8 @@ class Promoter:
             return
         with self._starting:
             if self._thread is None and not self._retired:
-                self._thread = _threads.start(self.name, self._scheduler, self._run)
+                scheduler = self._scheduler()  # alive: it is the caller
+                self._thread = _threads.start(self.name, scheduler, self._run, scheduler)
 
     def wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # released already: a wake-up is pending
@@ -66,11 +70,11 @@ class Promoter:
         if thread is not None:
             thread.join()
 
-    def _run(self) -> None:
-        _threads.serve(self._loop)
+    def _run(self, scheduler: Scheduler) -> None:
+        _threads.serve(self._loop, scheduler)
 
-    def _loop(self) -> None:
-        scheduler, bell, clock = self._scheduler, self._bell, self._scheduler.clock
+    def _loop(self, scheduler: Scheduler) -> None:
+        bell, clock = self._bell, scheduler.clock
         while True:
             wake_at = scheduler.promote_and_plan()
             if wake_at is None:

@@ -58,7 +58,13 @@ class RecurringTask(Task):
     def __call__(self, future: Future[Any]) -> None:
         # The series future is done: cancelled by the user or by shutdown, or failed.
         cancelled = future.cancelled()
-        cast("OwnFuture[None]", future)._scheduler.future_done(self, cancelled)
+        own = cast("OwnFuture[None]", future)
+        # The series ended: its task, which holds the future, must not be held by it (each
+        # would keep the other, a reference cycle that only the cyclic GC frees).
+        own._task = None
+        scheduler = own._owner()
+        if scheduler is not None:  # else gone with its threads: nothing waits for it
+            scheduler.future_done(self, cancelled)
         if cancelled:
             # No one sets a series future running, so no one else reports its cancellation.
             future.set_running_or_notify_cancel()

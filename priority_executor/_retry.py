@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ._arguments import check_int, seconds
 from ._recurring import Call, RecurringTask, call_here
-from ._task import CANCELLED, COMPLETED, EXPIRED, FAILED, LaneTask, OwnFuture, Tally
+from ._task import CANCELLED, COMPLETED, FAILED, LaneTask, OwnFuture, Tally
 
 if TYPE_CHECKING:
     from ._lanes import LaneState
@@ -206,8 +206,9 @@ class RetryingTask(LaneTask):
             del future, error
 
     def abandon(self) -> None:
-        if self.state == EXPIRED and self.error is not None:
-            # Its retry did not start by the deadline: the last attempt's exception stands.
+        if self.state == FAILED and self.error is not None:
+            # Its retry did not start by the deadline (see Scheduler._expired): the last
+            # attempt's exception stands.
             self.fail(self.error)
         else:
             super().abandon()

@@ -76,6 +76,8 @@ if TYPE_CHECKING:
     from ._workers import WorkerPool
 
 _LOGGER = logging.getLogger("priority_executor")
+# The waiting states: in a forked child, every task in one is the parent's.
+_PARENTS = (PENDING, INTAKE, THROTTLED, READY)
 
 
 class Scheduler:
@@ -212,6 +214,8 @@ class Scheduler:
         self.lock.acquire()
         try:
             self._check_open()
+            if task.lane is not None:  # a closed lane refuses it, as if its key were fine
+                _check_lane_open(task.lane)
             task.state = FAILED
             self._counts[FAILED] += 1
             if task.lane is not None:
@@ -503,7 +507,7 @@ class Scheduler:
             if isinstance(entry, Expiry):
                 task = entry.task
                 if task is not None:
-                    self._claim(task, EXPIRED, effects)
+                    self._claim(task, _expired(task), effects)
                     effects.later.append(task.abandon)
             elif isinstance(entry, Task):
                 if entry.state != PENDING:
@@ -537,8 +541,8 @@ class Scheduler:
         """Claim the best due task for a worker, parking on ``park`` while there is none.
         ``spare``: the worker's own effects, empty, for what a lane's task leaves to do.
 
-        Returns a task claimed STARTED, to run, or EXPIRED, to abandon; None when the worker
-        should exit.
+        Returns a task claimed STARTED, to run, or claimed late (see ``_expired``), to
+        abandon; None when the worker should exit.
         """
         lock, intake, lane_ends = self.lock, self._intake, self._lane_ends
         in_order, ready = self._in_order, self._ready
@@ -575,7 +579,7 @@ class Scheduler:
                     deadline = task._deadline
                     if deadline is not None and deadline <= self.clock.now():
                         # Its expiry may still be on its way: never start a task that is late.
-                        self._claim(task, EXPIRED)
+                        self._claim(task, _expired(task))
                     else:
                         self._claim(task, STARTED)
                     return task
@@ -663,12 +667,12 @@ class Scheduler:
     def _start_in_lane(self, entry: tuple[Any, ...], lane: LaneState, effects: Effects) -> bool:
         """Claim a ready task of a lane for a worker, if its lane lets it start now: else
         throttle it, so that it holds back no other lane's task. Returns whether it was
-        claimed (STARTED, or EXPIRED if it is late)."""
+        claimed (STARTED, or as late: see _expired)."""
         task: Task = entry[-1]
         now = self.clock.now()
         deadline = task._deadline
         if deadline is not None and deadline <= now:
-            self._claim(task, EXPIRED, effects)
+            self._claim(task, _expired(task), effects)
             return True
         if lane.blocked_until(now) <= now:
             throttled = lane.throttled
@@ -893,6 +897,10 @@ class Scheduler:
             self._drain_intake()
             counts = list(lane.counts)
             retries = lane.retries
+            if self._forked:
+                # The parent's tasks, which its lanes still count (see after_fork_in_child).
+                for state in (*_PARENTS, STARTED):
+                    counts[state] = 0
         finally:
             self._release()
         self._apply(effects)
@@ -929,7 +937,8 @@ class Scheduler:
         self.lock.acquire()
         try:
             task = future._task
-            assert task is not None
+            if task is None:
+                return False  # a series that ended (see RecurringTask.__call__)
             was = task.state
             if was > READY:
                 return False
@@ -1132,6 +1141,13 @@ class Scheduler:
         return sum(sum(tally) for tally in self.workers.tallies)
 
     def _wind_down(self) -> None:
+        with self.lock:
+            # Nothing will fire the timers left (lane timers, dead entries): a lane and
+            # its timer hold each other, a reference cycle that only the cyclic GC frees.
+            for entry in self._timers:
+                if isinstance(entry, LaneTimer):
+                    entry.lane.timer = None
+            self._timers = []
         self._drained.set()
         self.clock.detach(self)
         self.promoter.retire()
@@ -1163,8 +1179,10 @@ class Scheduler:
         self._throttling = set()
         self._done = deque()
         self._lane_ends = deque()
-        for state in (PENDING, INTAKE, THROTTLED, READY):
+        for state in _PARENTS:
             self._counts[state] = 0
+        # Its runs too: their threads are gone, and no end will ever be counted here.
+        self._counts[STARTED] = self._ends()
         self.promoter = Promoter(self, self.promoter.name)
         self.promoter.retire()
         if self.gate is not None:
@@ -1262,6 +1280,13 @@ def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
         expires_in=None if deadline is None else deadline - now,
         lane=None if task.lane is None else task.lane.name,
     )
+
+
+def _expired(task: Task) -> int:
+    """The state of a task claimed because its start deadline passed: EXPIRED, unless it is
+    a retry, whose future then ends with its last attempt's exception (see
+    ``RetryingTask.abandon``): a task counts where its future ended."""
+    return FAILED if isinstance(task, RetryingTask) and task.error is not None else EXPIRED
 
 
 def _check_lane_open(lane: LaneState) -> None:

@@ -9,6 +9,8 @@ race; the claimer alone then completes the future, outside the lock.
 from __future__ import annotations
 
 import _thread
+import time
+import weakref
 from collections.abc import Mapping
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import PENDING as _FUTURE_PENDING
@@ -54,7 +56,8 @@ class Tally(Protocol):
 class FutureLock(_thread.RLock):  # type: ignore[misc]  # final in typeshed only
     """The lock and condition of a task's future: what ``Future`` asks of its
     ``_condition`` (``with``, ``acquire()``, ``release()``, ``wait()``, ``notify_all()``),
-    at a fraction of a ``threading.Condition``'s cost.
+    and the rest of what a ``threading.Condition`` answers (``wait_for()``, ``notify()``),
+    for code that waits on a future's ``_condition`` itself, at a fraction of its cost.
 
     A ``Condition`` is eight objects the cyclic GC tracks (itself, its lock, the lock's five
     bound methods, a deque) and 1,350 of a pending future's 1,580 bytes on 3.12, made for
@@ -95,6 +98,28 @@ class FutureLock(_thread.RLock):  # type: ignore[misc]  # final in typeshed only
                 with suppress(ValueError):
                     self._sleepers.remove(sleeper)
 
+    def wait_for(self, predicate: Callable[[], T], timeout: float | None = None) -> T:
+        # As Condition.wait_for: code that waits on a future's _condition may call it.
+        end = None if timeout is None else time.monotonic() + timeout
+        result = predicate()
+        while not result:
+            left = None
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+            self.wait(left)
+            result = predicate()
+        return result
+
+    def notify(self, n: int = 1) -> None:
+        sleepers = self._sleepers
+        if sleepers:
+            woken = sleepers[:n]
+            del sleepers[:n]
+            for sleeper in woken:
+                sleeper.release()
+
     def notify_all(self) -> None:
         sleepers = self._sleepers
         if sleepers:
@@ -121,11 +146,11 @@ class OwnFuture(Future[T]):
     as those that its threads run do: so ``shutdown(wait=True)`` called from one does not
     wait for the work it is part of.
 
-    Each executor makes the futures of a class of its own (``future_class``), whose
-    ``_scheduler`` is the executor's: so a task reaches its scheduler through its future,
-    with no slot of its own for it (see Task)."""
+    A task reaches its scheduler through its future, with no slot of its own for it (see
+    Task), and the future through a weak reference, shared by the executor's futures: a
+    finished future that the user keeps must not keep the executor's threads, heaps and
+    ``initargs`` alive. Its threads hold the scheduler while any task waits or runs."""
 
-    _scheduler: Scheduler
     # The task that stands for this future, which reschedule() replaces by a copy (see
     # Task.replacement). It holds the task as a done-callback would.
     _task: Task | None = None
@@ -136,12 +161,18 @@ class OwnFuture(Future[T]):
         # makes one, Future's _invoke_callbacks finds this empty tuple.
         _done_callbacks: Any = _NO_CALLBACKS
 
-        def __init__(self) -> None:
+        def __init__(self, owner: weakref.ref[Scheduler]) -> None:
             self._condition = FutureLock()  # type: ignore[assignment]  # see FutureLock
             self._state = _FUTURE_PENDING
             self._result: T | None = None
             self._exception: BaseException | None = None
             self._waiters: list[Any] = []
+            self._owner = owner
+    else:
+
+        def __init__(self, owner: weakref.ref[Scheduler]) -> None:
+            super().__init__()
+            self._owner = owner
 
     def _replace_task(self, new: Task) -> bool:
         """Make ``new`` the task of this future, in its task's place; False, changing
@@ -177,7 +208,7 @@ class OwnFuture(Future[T]):
             super()._invoke_callbacks()  # type: ignore[misc]
 
     def cancel(self) -> bool:
-        with _threads.acting_for(self._scheduler):
+        with _threads.acting_for(self._owner()):
             return super().cancel()
 
     def add_done_callback(self, fn: Callable[[Future[T]], object]) -> None:
@@ -186,15 +217,14 @@ class OwnFuture(Future[T]):
         with self._condition:
             if self._done_callbacks is _NO_CALLBACKS:
                 self._done_callbacks = []
-        with _threads.acting_for(self._scheduler):
+        with _threads.acting_for(self._owner()):
             super().add_done_callback(fn)
 
-
-def future_class(base: type[OwnFuture[Any]], scheduler: Scheduler) -> type[OwnFuture[Any]]:
-    """``base``, for the futures of ``scheduler``'s tasks."""
-    return type(
-        base.__name__, (base,), {"_scheduler": scheduler, "__qualname__": base.__qualname__}
-    )
+    def __repr__(self) -> str:
+        # As ThreadPoolExecutor's futures read, in logs too ("exception calling callback
+        # for <Future at ...>"): which class of ours made it is no one's concern.
+        text = super().__repr__()
+        return "<Future" + text[len(type(self).__name__) + 1 :]
 
 
 class TimerEntry:
@@ -268,8 +298,9 @@ class Task(TimerEntry):
 
     @property
     def scheduler(self) -> Scheduler:
-        """Its executor's scheduler, while the task holds its future (see hand_over)."""
-        return self.future._scheduler
+        """Its executor's scheduler, while the task holds its future (see hand_over): the
+        threads that run or wait for the task hold the scheduler meanwhile."""
+        return cast("Scheduler", self.future._owner())
 
     def live(self) -> bool:
         return self.state == PENDING
@@ -294,7 +325,9 @@ class Task(TimerEntry):
         # Only the user's cancel() completes a future whose task is still waiting; every
         # other completion happens after a claim, which moved the task out of those states.
         if self.state <= READY:
-            cast("OwnFuture[Any]", future)._scheduler.future_done(self, future.cancelled())
+            scheduler = cast("OwnFuture[Any]", future)._owner()
+            if scheduler is not None:  # else gone with its threads: nothing waits for it
+                scheduler.future_done(self, future.cancelled())
 
     def run(self, tally: Tally) -> None:
         """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.

@@ -17,9 +17,12 @@ LOGGER = logging.getLogger("concurrent.futures")
 
 
 class _Here(threading.local):
-    # A class default: a thread that never set it reads None without an AttributeError
+    # Class defaults: a thread that never set them reads them without an AttributeError
     # raised and caught, on every submit with max_waiting and every cancel().
     owner: object = None
+    # The owners it acts for besides, outside ``owner``: a task of one executor that runs
+    # a done-callback of another's future works for both (see acting_for).
+    enclosing: tuple[object, ...] = ()
 
 
 _here = _Here()
@@ -53,8 +56,10 @@ def serve(loop: Callable[..., object], *args: Any) -> None:
 
 
 class acting_for:
-    """For the ``with`` block, the calling thread acts for ``owner``: it runs done-callbacks
-    of ``owner``'s futures (see ``owned_by``)."""
+    """For the ``with`` block, the calling thread acts for ``owner`` too: it runs
+    done-callbacks of ``owner``'s futures (see ``owned_by``). It still acts for whom it
+    acted for before: a callback of one executor's future, run inside a task of another,
+    is part of that task's work as well."""
 
     __slots__ = ("_outer", "_owner")
 
@@ -62,14 +67,22 @@ class acting_for:
         self._owner = owner
 
     def __enter__(self) -> None:
-        self._outer = _here.owner
-        _here.owner = self._owner
+        here = _here
+        outer = self._outer = here.owner
+        if outer is not None and outer is not self._owner:
+            here.enclosing = (*here.enclosing, outer)
+        here.owner = self._owner
 
     def __exit__(self, *exc_info: object) -> None:
-        _here.owner = self._outer
+        here = _here
+        outer = self._outer
+        if outer is not None and outer is not self._owner:
+            here.enclosing = here.enclosing[:-1]
+        here.owner = outer
 
 
 def owned_by(owner: object) -> bool:
     """Whether the calling thread is one of ``owner``'s, or acts for it: a task or a
     done-callback of ``owner``'s, which cannot wait for the work it is part of."""
-    return _here.owner is owner
+    here = _here
+    return here.owner is owner or owner in here.enclosing

@@ -384,8 +384,9 @@ class Model:
         self.now += seconds
         for task in self.waiting():
             if task.deadline is not None and task.deadline <= self.now:
-                # A retry's future gets its last attempt's exception (see check_future).
-                self.claimed(task, "expired")
+                # A retry's future gets its last attempt's exception, and it counts where
+                # its future ended: failed.
+                self.claimed(task, "expired" if task.error is None else "failed")
             elif task.state == "pending" and task.due <= self.now:
                 task.state = "ready"
         for lane in self.lanes:  # a window or a cooldown may have passed
@@ -455,8 +456,8 @@ class Model:
             # attempt in progress is dropped.
             task.cancel_requested = True
             return True
-        # An expired retry's future holds the last exception: it is not cancelled.
-        return task.state == "cancelled" or (task.state == "expired" and task.error is None)
+        # An expired retry's future holds the last exception (it counts failed).
+        return task.state in ("cancelled", "expired")
 
     def cancel_series(self, series: MSeries) -> bool:
         if series.state == "live":
@@ -1337,7 +1338,7 @@ def check_future(future: Future[Any], task: MTask) -> None:
         assert future.running(), (label, future)
     elif state == "completed":
         assert future.done() and future.result(timeout=0) == label, (label, future)
-    elif state == "failed" or (task.error is not None and state == "expired"):
+    elif state == "failed":
         assert task.error is not None
         exc = future.exception(timeout=0)
         assert type(exc) is task.error[0] and exc.args == task.error[1], (label, state, exc)
