@@ -561,6 +561,21 @@ class Scheduler:
                         lane_effects = spare
                     self._count_lane_ends(lane_effects, worker_coming=True)
                 if intake:
+                    if len(intake) == 1 and not (in_order or ready):
+                        # A worker woken for a lone submit, as on an idle pool: that task is
+                        # the best there is, and the drain would push it only for the loop
+                        # below to pop it at once. Claimed here instead, with the same net
+                        # effect (a plain task in the intake has no deadline, see add()).
+                        # A caller waits out this way from the wake-up to the task; 10% of
+                        # the worker's instructions a start (see docs/performance.md).
+                        lone: Task = intake[0][-1]
+                        if lone.state == INTAKE and lone.lane is None:
+                            intake.popleft()
+                            lone.state = STARTED
+                            self._counts[STARTED] += 1
+                            if self.gate is not None:
+                                self.gate.waiting.pop()
+                            return lone
                     self._drain_intake()
                 while in_order or ready:
                     if in_order and (not ready or in_order[0] < ready[0]):

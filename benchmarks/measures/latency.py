@@ -1,12 +1,23 @@
 """Measure 3: start latency, from ``submit()`` to the first line of the task, on idle workers.
 
 This is what a lone request pays when the pool is not busy: waking a worker and handing it
-the task. The task is ``time.perf_counter`` itself, so its first line is the clock reading.
+the task. The task reads the clock as its first line. The caller waits for it in one of two
+ways, interleaved as separate trials:
+
+- in ``result()`` (the task is ``time.perf_counter`` itself). The woken worker needs the
+  GIL, which the caller holds until it blocks: PE's future, whose lock is its condition,
+  gets its caller blocked sooner than TPE's, and that hides part of the worker's own path
+  from its wake-up to the task.
+- on a ``threading.Event`` that the task sets, the same for every contender: what is left
+  is the wake-up path itself (the caller's ``submit()`` after the wake-up, the worker's
+  way to the task), as for a caller that waits on anything but the future.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 
@@ -17,27 +28,41 @@ from benchmarks.runner import TIMEOUT, Progress, Trial, interleave
 
 WORKERS = 4
 GAP = 0.0002
-"""Seconds between samples, so that the worker of the previous sample is waiting again."""
+"""Seconds between samples waited in ``result()``, so that the worker of the previous sample
+is waiting again."""
+EVENT_GAP = 0.00015
+"""Seconds between samples waited on an Event. The caller wakes before the task's future is
+complete, and the worker parks again after that, both well within the pause."""
+ON_EVENT = "on an Event"
+"""The suffix of the variants whose caller waits on an Event: ``"p50 on an Event"``."""
+PERCENTILES = (50, 99)
 
 
 def run(sizes: Sizes, progress: Progress) -> Measurement:
-    """Time ``sizes.latency_samples`` lone tasks per contender and repetition."""
+    """Time ``sizes.latency_samples`` lone tasks per contender, way of waiting and repetition."""
     samples = sizes.latency_samples
     trials = [
-        Trial(pool.name, pool.name, partial(start_latency, pool, samples)) for pool in all_pools()
+        Trial(pool.name, f"{pool.name} {way}", partial(start_latency, pool, samples, waiting))
+        for waiting, way in ((via_result, "in result()"), (via_event, ON_EVENT))
+        for pool in all_pools()
     ]
     figures, notes = interleave(trials, sizes.repetitions, progress)
-    note = f"{samples:,} tasks one at a time, {GAP * 1e3:g} ms apart, {WORKERS} idle workers"
+    note = (
+        f"{samples:,} tasks one at a time, {WORKERS} idle workers; the caller waits in"
+        f" result(), {GAP * 1e3:g} ms apart, or on an Event the task sets,"
+        f" {EVENT_GAP * 1e3:g} ms apart"
+    )
     return Measurement("µs", figures, [note, *notes])
 
 
 def judge(measurement: Measurement) -> list[Row]:
-    """PE must start a task no later than TPE, at the median and at the 99th percentile.
+    """PE must start a task no later than TPE, at the median and at the 99th percentile,
+    whichever way the caller waits.
 
     After each, a row per baseline revision: PE must start tasks within 5% as early as it.
     """
     rows = []
-    for variant in ("p50", "p99"):
+    for variant in (*variants(""), *variants(f" {ON_EVENT}")):
         rows.append(
             anchor_row(
                 measurement,
@@ -52,15 +77,46 @@ def judge(measurement: Measurement) -> list[Row]:
     return rows
 
 
-def start_latency(pool: Pool, samples: int) -> dict[str, float]:
+def variants(suffix: str) -> list[str]:
+    """The names of the percentiles of one way of waiting: ``["p50", "p99"]`` and so on."""
+    return [f"p{percent}{suffix}" for percent in PERCENTILES]
+
+
+Waiting = Callable[[Executor], float]
+"""One sample: submit a lone task, wait for it one way, return its start latency in seconds."""
+
+
+def start_latency(pool: Pool, samples: int, waiting: Waiting) -> dict[str, float]:
     """p50 and p99, in µs, of ``samples`` start latencies on idle started workers."""
     with running(pool, WORKERS) as executor:
-        latencies = [_one_start(executor) for _ in range(samples)]
-    return {"p50": percentile(latencies, 50) * 1e6, "p99": percentile(latencies, 99) * 1e6}
+        latencies = [waiting(executor) for _ in range(samples)]
+    suffix = f" {ON_EVENT}" if waiting is via_event else ""
+    return {
+        name: percentile(latencies, percent) * 1e6
+        for name, percent in zip(variants(suffix), PERCENTILES)
+    }
 
 
-def _one_start(executor: Executor) -> float:
+def via_result(executor: Executor) -> float:
+    """The caller blocks in ``result()``; the task is the clock reading itself."""
     time.sleep(GAP)  # a pause by design: nothing signals that a worker is back to waiting
     submitted = time.perf_counter()
     started: float = executor.submit(time.perf_counter).result(TIMEOUT)
     return started - submitted
+
+
+def via_event(executor: Executor) -> float:
+    """The caller blocks on an Event that the task sets after reading the clock."""
+    started: list[float] = []
+    done = threading.Event()
+
+    def task() -> None:
+        started.append(time.perf_counter())
+        done.set()
+
+    time.sleep(EVENT_GAP)  # as in via_result
+    submitted = time.perf_counter()
+    executor.submit(task)
+    if not done.wait(TIMEOUT):
+        raise TimeoutError(f"a lone task did not start within {TIMEOUT:g} s")
+    return started[0] - submitted
