@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
 from ._stats import ExecutorStats
-from ._submitting import Submitter
+from ._submitting import Executor
 from ._task import READY, STARTED, STATES, TimerEntry
 from ._waiting import WaitingTask
 
@@ -286,7 +286,7 @@ def make_lane_state(
     return LaneState(name, priority or 0, max_running, max_starts, window, pause, retry)
 
 
-class Lane(Submitter):
+class Lane(Executor):
     """A kind of work with limits of its own, on the workers of a ``PriorityExecutor``.
 
     ``submit``, ``submit_recurring`` and ``map`` work as the executor's; a task's own

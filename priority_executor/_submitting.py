@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import abc
 import time
+import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent import futures
+from concurrent.futures import Future
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
@@ -23,8 +27,14 @@ P = ParamSpec("P")
 Ts = TypeVarTuple("Ts")
 
 
-class Submitter(Executor):
-    """An executor whose ``submit()`` takes scheduling keywords."""
+class Executor(futures.Executor):
+    """An executor whose ``submit()`` takes scheduling keywords.
+
+    Named as the class that defines ``ThreadPoolExecutor.submit()``, because a type checker
+    names the class that defines a method in its messages about a call ("Argument 1 to
+    "submit" of "Executor""): so they read for ``PriorityExecutor`` and ``Lane`` as they do
+    for ``ThreadPoolExecutor``, and name no class a user never sees.
+    """
 
     @abc.abstractmethod
     def _schedule(
@@ -171,6 +181,7 @@ class Submitter(Executor):
         *iterables: Iterable[Any],
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: bool,
     ) -> Iterator[T]: ...
 
@@ -183,6 +194,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -196,6 +208,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -210,6 +223,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -225,6 +239,7 @@ class Submitter(Executor):
         *iterables: Iterable[Any],
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -234,26 +249,55 @@ class Submitter(Executor):
         *iterables: Iterable[Any],
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]:
-        """As ``Executor.map``: results in input order; every call at ``priority``.
+        """As ``Executor.map`` of Python 3.14, on every Python: results in input order; every
+        call at ``priority``. With ``buffersize``, at most that many calls are submitted and
+        not yet yielded: the iterables are read as results are taken, so they may be endless.
 
-        On a timeout or an early exit, the calls not yet returned are cancelled.
+        On a timeout, or when the iterator is closed or collected once iterated, the calls not
+        yet returned are cancelled. Calls of an iterator never iterated run, as in Python's.
         """
         check_callable(fn)
         if priority is not None:
             check_priority(priority)
+        # Python 3.14's checks and messages, to the letter (a bool is an int to them).
+        if buffersize is not None and not isinstance(buffersize, int):
+            raise TypeError("buffersize must be an integer or None")
+        if buffersize is not None and buffersize < 1:
+            raise ValueError("buffersize must be None or > 0")
         end_time = None if timeout is None else timeout + time.monotonic()
-        futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
+        calls = zip(*iterables)
+
+        def submit(executor: Executor, args: tuple[Any, ...]) -> Future[T]:
+            # Through the instance's submit(), which a caller may have replaced (tqdm's
+            # thread_map does), and without a priority unless one was given: such a
+            # replacement may take the callee's arguments only, as Executor.submit() does.
+            if priority is None:
+                return executor.submit(fn, *args)
+            return executor.submit(fn, *args, priority=priority)
+
+        # islice(calls, None) is every call: without a buffersize, all are submitted now.
+        pending = deque(submit(self, args) for args in islice(calls, buffersize))
+        # Only a weak reference: an iterator left unfinished must not keep the executor (and
+        # so its threads) alive; once it is gone, no more calls are submitted.
+        executor_ref = weakref.ref(self)
 
         def results() -> Iterator[T]:
             try:
-                futures.reverse()  # pop() from the end: yielded futures are released
-                while futures:
+                pending.reverse()  # pop() from the end: yielded futures are released
+                while pending:
+                    executor = None if buffersize is None else executor_ref()
+                    if executor is not None:
+                        args = next(calls, None)
+                        if args is not None:
+                            pending.appendleft(submit(executor, args))
+                        del executor  # while suspended, the frame must not hold it
                     remaining = None if end_time is None else end_time - time.monotonic()
-                    yield _result_or_cancel(futures.pop(), remaining)
+                    yield _result_or_cancel(pending.pop(), remaining)
             finally:
-                for future in futures:
+                for future in pending:
                     future.cancel()
 
         return results()
