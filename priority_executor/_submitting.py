@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, Callable, TypeVar, overload
 
-from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
+from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 
@@ -65,16 +65,12 @@ class Executor(futures.Executor):
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
     # and **kwargs: P.kwargs, so with scheduling keywords the callee's positional arguments
     # are checked through a TypeVarTuple, and its keywords go through functools.partial.
-    # Type checkers take a bool for an int, which the runtime refuses as a priority: the
-    # first overload, marked deprecated, is how a checker flags such a call (pyright strict
-    # does; mypy with its "deprecated" error code enabled). The literal message is repeated
-    # because mypy reads only a literal there.
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, priority: bool, **kwargs: Any
-    ) -> Future[T]: ...
-
+    # The ParamSpec form comes first, as ThreadPoolExecutor.submit: a wrapper that passes on
+    # its own *args: Any, **kwargs: Any matches it and gets Future[T], and no other form may
+    # match such a call first. (So a bool priority, an int to type checkers, is not flagged:
+    # any overload that caught it would catch those wrappers too. It raises at the call.)
+    # Both checkers report a call that matches neither against the ParamSpec form: a wrong
+    # scheduling keyword is "unexpected" there, not "of the wrong type".
     @overload
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
 
@@ -113,20 +109,11 @@ class Executor(futures.Executor):
         """
         return self._schedule(fn, args, kwargs, priority, delay, run_at, expires)
 
-    # Always with the scheduling keyword interval: see submit().
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit_recurring(
-        self,
-        fn: Callable[..., object],
-        /,
-        *args: Any,
-        interval: float | timedelta,
-        priority: bool,
-        **kwargs: Any,
-    ) -> Future[None]: ...
-
-    @overload
+    # Always with the scheduling keyword interval: the callee's positional arguments are
+    # checked as in submit(), and its keywords go through functools.partial. No keyword may
+    # be given for the callee (Never takes no value but Any, so that a wrapper passing on
+    # its own **kwargs: Any type-checks, as with submit()); one is a type error, reserved
+    # expires included.
     def submit_recurring(
         self,
         fn: Callable[[Unpack[Ts]], object],
@@ -137,19 +124,7 @@ class Executor(futures.Executor):
         priority: int | None = None,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
-    ) -> Future[None]: ...
-
-    def submit_recurring(
-        self,
-        fn: Callable[..., object],
-        /,
-        *args: object,
-        interval: float | timedelta,
-        fixed_rate: bool = False,
-        priority: int | None = None,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-        **kwargs: object,
+        **kwargs: Never,
     ) -> Future[None]:
         """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
 
@@ -174,18 +149,6 @@ class Executor(futures.Executor):
     # map() without iterables, which Executor.map() takes (and returns nothing for), is an
     # error: the override is narrower.
     @overload  # type: ignore[override]
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def map(
-        self,
-        fn: Callable[..., T],
-        *iterables: Iterable[Any],
-        timeout: float | None = None,
-        chunksize: int = 1,
-        buffersize: int | None = None,
-        priority: bool,
-    ) -> Iterator[T]: ...
-
-    @overload
     def map(
         self,
         fn: Callable[[A], T],
