@@ -97,7 +97,8 @@ class LaneState:
         self.retries = 0  # retries queued so far
         self.drained: threading.Event | None = None  # once shut down: set once drained
         # One entry per worker running one of its tasks, until it is done with the
-        # future (see LaneTally): a list, as append() and pop() are atomic without the lock.
+        # future (see LaneTally): a list, as append() and pop() are atomic without the lock,
+        # on free-threaded builds too.
         self.in_hand: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
 
