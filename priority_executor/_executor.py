@@ -11,11 +11,12 @@ import itertools
 import os
 import threading
 import weakref
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures.thread import BrokenThreadPool
 from datetime import datetime, timedelta
 from typing import Any, Callable, Literal
 
-from . import _lifecycle
+from . import _lifecycle, _submitting
 from ._arguments import (
     check_callable,
     check_int,
@@ -34,7 +35,6 @@ from ._recurring import Recurrence, RecurringTask
 from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
-from ._submitting import Submitter
 from ._task import ExpiringTask, LaneTask, OwnFuture, Task
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
@@ -44,7 +44,7 @@ _LANE_DEFAULTS = make_lane_state(None, None, None, None, 1.0, None, None).option
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
-class PriorityExecutor(Submitter):
+class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     """A ``ThreadPoolExecutor`` that runs the most important due task first.
 
     ``submit()`` also takes ``priority``, ``delay``, ``run_at`` and ``expires``; due tasks
@@ -56,6 +56,15 @@ class PriorityExecutor(Submitter):
     executor's own tasks or callbacks, and raises ``RuntimeError`` if shutdown begins
     while it waits.
     """
+
+    # A ThreadPoolExecutor for whoever checks (asyncio's set_default_executor(), grpc), but
+    # none of its machinery: its __init__ is not called, so its queue, threads and locks do
+    # not exist, and every method of it that would reach them is replaced below. What it
+    # has is what clients read: _max_workers, _thread_name_prefix, and the class attribute
+    # BROKEN (Python 3.14 reads it for the exception of a broken pool; set here for every
+    # Python, as it is what this executor raises). prepare_context() (3.14) is inherited
+    # and never called: the initializer runs in this executor's own workers.
+    BROKEN = BrokenThreadPool
 
     _counter = itertools.count().__next__
 
@@ -96,7 +105,9 @@ class PriorityExecutor(Submitter):
         # dask's threaded scheduler keeps this many tasks in flight.
         self._max_workers = max_workers
         self._policy = policy
-        name_prefix = thread_name_prefix or f"PriorityExecutor-{self._counter()}"
+        self._thread_name_prefix = name_prefix = (
+            thread_name_prefix or f"PriorityExecutor-{self._counter()}"
+        )
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
@@ -255,6 +266,18 @@ class PriorityExecutor(Submitter):
         # it, if it had any.
         if wait and self._scheduler.join() and self._backend is not None:
             self._backend.close()
+
+    def _adjust_thread_count(self) -> None:
+        """ThreadPoolExecutor's hook to start a thread for new work: here the worker pool
+        starts one as each task is queued, so there is nothing to adjust."""
+
+    def _initializer_failed(self) -> None:
+        """What ThreadPoolExecutor's worker calls when the initializer raised: the pool is
+        broken, its waiting tasks and later submits fail (this executor's workers do the
+        same themselves)."""
+        self._scheduler.break_pool(
+            self.BROKEN("A thread initializer failed, the thread pool is not usable anymore")
+        )
 
     def reschedule(
         self,

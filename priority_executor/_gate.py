@@ -3,9 +3,10 @@
 A submit takes room without the scheduler's lock: on a path that is otherwise lock-free, a
 locked section per submit convoys the submitters with the workers (see ``_scheduler``). The
 gate keeps two counts that it can read without a lock, as lists whose ``append`` and
-``pop`` are atomic: ``waiting``, one entry per task in a waiting state, which the scheduler
-appends as it queues a task and pops as it claims one; and ``entering``, one entry per submit
-let through whose task may not be queued yet. A submitter that finds no room parks on a
+``pop`` are atomic (on free-threaded builds too: see docs/design.md): ``waiting``, one
+entry per task in a waiting state, which the scheduler appends as it queues a task and pops
+as it claims one; and ``entering``, one entry per submit let through whose task may not be
+queued yet. A submitter that finds no room parks on a
 condition of its own until room may have come (``wake()``, applied after the scheduler's lock
 is released, as every effect is): so the gate's lock is never taken with the scheduler's
 held, and a parked submit costs no CPU.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
 from ._stats import ExecutorStats
-from ._submitting import Submitter
+from ._submitting import Executor
 from ._task import READY, STARTED, STATES, TimerEntry
 from ._waiting import WaitingTask
 
@@ -97,7 +97,8 @@ class LaneState:
         self.retries = 0  # retries queued so far
         self.drained: threading.Event | None = None  # once shut down: set once drained
         # One entry per worker running one of its tasks, until it is done with the
-        # future (see LaneTally): a list, as append() and pop() are atomic without the lock.
+        # future (see LaneTally): a list, as append() and pop() are atomic without the lock,
+        # on free-threaded builds too.
         self.in_hand: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
 
@@ -286,7 +287,7 @@ def make_lane_state(
     return LaneState(name, priority or 0, max_running, max_starts, window, pause, retry)
 
 
-class Lane(Submitter):
+class Lane(Executor):
     """A kind of work with limits of its own, on the workers of a ``PriorityExecutor``.
 
     ``submit``, ``submit_recurring`` and ``map`` work as the executor's; a task's own

@@ -12,8 +12,9 @@ the promoter to wake; user objects to let go of, which may run their ``__del__``
 collected in an ``Effects`` and applied once the lock is released (see ``_effects``).
 
 A task submitted due reaches the ready heap through the *intake*, a deque that submitters
-append to without the lock, and that a worker drains under it. A submitter that took the
-lock would convoy with the workers: under the GIL, a thread preempted while it holds the
+append to without the lock (deque appends and pops are thread-safe, on free-threaded
+builds too: see docs/design.md), and that a worker drains under it. A submitter that took
+the lock would convoy with the workers: under the GIL, a thread preempted while it holds the
 lock makes every other thread that wants it sleep, and each of those then waits again for
 the GIL. A task that becomes due under the lock goes straight to the ready heap.
 

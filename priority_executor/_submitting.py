@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import abc
 import time
+import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent import futures
+from concurrent.futures import Future
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, Callable, TypeVar, overload
 
-from typing_extensions import ParamSpec, TypeVarTuple, Unpack, deprecated
+from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 
@@ -23,8 +27,14 @@ P = ParamSpec("P")
 Ts = TypeVarTuple("Ts")
 
 
-class Submitter(Executor):
-    """An executor whose ``submit()`` takes scheduling keywords."""
+class Executor(futures.Executor):
+    """An executor whose ``submit()`` takes scheduling keywords.
+
+    Named as the class that defines ``ThreadPoolExecutor.submit()``, because a type checker
+    names the class that defines a method in its messages about a call ("Argument 1 to
+    "submit" of "Executor""): so they read for ``PriorityExecutor`` and ``Lane`` as they do
+    for ``ThreadPoolExecutor``, and name no class a user never sees.
+    """
 
     @abc.abstractmethod
     def _schedule(
@@ -55,16 +65,12 @@ class Submitter(Executor):
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
     # and **kwargs: P.kwargs, so with scheduling keywords the callee's positional arguments
     # are checked through a TypeVarTuple, and its keywords go through functools.partial.
-    # Type checkers take a bool for an int, which the runtime refuses as a priority: the
-    # first overload, marked deprecated, is how a checker flags such a call (pyright strict
-    # does; mypy with its "deprecated" error code enabled). The literal message is repeated
-    # because mypy reads only a literal there.
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, priority: bool, **kwargs: Any
-    ) -> Future[T]: ...
-
+    # The ParamSpec form comes first, as ThreadPoolExecutor.submit: a wrapper that passes on
+    # its own *args: Any, **kwargs: Any matches it and gets Future[T], and no other form may
+    # match such a call first. (So a bool priority, an int to type checkers, is not flagged:
+    # any overload that caught it would catch those wrappers too. It raises at the call.)
+    # Both checkers report a call that matches neither against the ParamSpec form: a wrong
+    # scheduling keyword is "unexpected" there, not "of the wrong type".
     @overload
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
 
@@ -103,20 +109,11 @@ class Submitter(Executor):
         """
         return self._schedule(fn, args, kwargs, priority, delay, run_at, expires)
 
-    # Always with the scheduling keyword interval: see submit().
-    @overload
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def submit_recurring(
-        self,
-        fn: Callable[..., object],
-        /,
-        *args: Any,
-        interval: float | timedelta,
-        priority: bool,
-        **kwargs: Any,
-    ) -> Future[None]: ...
-
-    @overload
+    # Always with the scheduling keyword interval: the callee's positional arguments are
+    # checked as in submit(), and its keywords go through functools.partial. No keyword may
+    # be given for the callee (Never takes no value but Any, so that a wrapper passing on
+    # its own **kwargs: Any type-checks, as with submit()); one is a type error, reserved
+    # expires included.
     def submit_recurring(
         self,
         fn: Callable[[Unpack[Ts]], object],
@@ -127,19 +124,7 @@ class Submitter(Executor):
         priority: int | None = None,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
-    ) -> Future[None]: ...
-
-    def submit_recurring(
-        self,
-        fn: Callable[..., object],
-        /,
-        *args: object,
-        interval: float | timedelta,
-        fixed_rate: bool = False,
-        priority: int | None = None,
-        delay: float | timedelta | None = None,
-        run_at: datetime | None = None,
-        **kwargs: object,
+        **kwargs: Never,
     ) -> Future[None]:
         """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
 
@@ -164,17 +149,6 @@ class Submitter(Executor):
     # map() without iterables, which Executor.map() takes (and returns nothing for), is an
     # error: the override is narrower.
     @overload  # type: ignore[override]
-    @deprecated("priority must be an int, not a bool: this call raises TypeError")
-    def map(
-        self,
-        fn: Callable[..., T],
-        *iterables: Iterable[Any],
-        timeout: float | None = None,
-        chunksize: int = 1,
-        priority: bool,
-    ) -> Iterator[T]: ...
-
-    @overload
     def map(
         self,
         fn: Callable[[A], T],
@@ -183,6 +157,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -196,6 +171,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -210,6 +186,7 @@ class Submitter(Executor):
         *,
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -225,6 +202,7 @@ class Submitter(Executor):
         *iterables: Iterable[Any],
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]: ...
 
@@ -234,26 +212,55 @@ class Submitter(Executor):
         *iterables: Iterable[Any],
         timeout: float | None = None,
         chunksize: int = 1,
+        buffersize: int | None = None,
         priority: int | None = None,
     ) -> Iterator[T]:
-        """As ``Executor.map``: results in input order; every call at ``priority``.
+        """As ``Executor.map`` of Python 3.14, on every Python: results in input order; every
+        call at ``priority``. With ``buffersize``, at most that many calls are submitted and
+        not yet yielded: the iterables are read as results are taken, so they may be endless.
 
-        On a timeout or an early exit, the calls not yet returned are cancelled.
+        On a timeout, or when the iterator is closed or collected once iterated, the calls not
+        yet returned are cancelled. Calls of an iterator never iterated run, as in Python's.
         """
         check_callable(fn)
         if priority is not None:
             check_priority(priority)
+        # Python 3.14's checks and messages, to the letter (a bool is an int to them).
+        if buffersize is not None and not isinstance(buffersize, int):
+            raise TypeError("buffersize must be an integer or None")
+        if buffersize is not None and buffersize < 1:
+            raise ValueError("buffersize must be None or > 0")
         end_time = None if timeout is None else timeout + time.monotonic()
-        futures = [self.submit(fn, *args, priority=priority) for args in zip(*iterables)]
+        calls = zip(*iterables)
+
+        def submit(executor: Executor, args: tuple[Any, ...]) -> Future[T]:
+            # Through the instance's submit(), which a caller may have replaced (tqdm's
+            # thread_map does), and without a priority unless one was given: such a
+            # replacement may take the callee's arguments only, as Executor.submit() does.
+            if priority is None:
+                return executor.submit(fn, *args)
+            return executor.submit(fn, *args, priority=priority)
+
+        # islice(calls, None) is every call: without a buffersize, all are submitted now.
+        pending = deque(submit(self, args) for args in islice(calls, buffersize))
+        # Only a weak reference: an iterator left unfinished must not keep the executor (and
+        # so its threads) alive; once it is gone, no more calls are submitted.
+        executor_ref = weakref.ref(self)
 
         def results() -> Iterator[T]:
             try:
-                futures.reverse()  # pop() from the end: yielded futures are released
-                while futures:
+                pending.reverse()  # pop() from the end: yielded futures are released
+                while pending:
+                    executor = None if buffersize is None else executor_ref()
+                    if executor is not None:
+                        args = next(calls, None)
+                        if args is not None:
+                            pending.appendleft(submit(executor, args))
+                        del executor  # while suspended, the frame must not hold it
                     remaining = None if end_time is None else end_time - time.monotonic()
-                    yield _result_or_cancel(futures.pop(), remaining)
+                    yield _result_or_cancel(pending.pop(), remaining)
             finally:
-                for future in futures:
+                for future in pending:
                     future.cancel()
 
         return results()

@@ -4,8 +4,9 @@ Workers start lazily, one per submission that finds no idle worker, up to ``max_
 as in ``ThreadPoolExecutor``. An idle worker parks on a lock of its own that the next
 submission releases: a waiting worker costs no CPU, and a submission wakes exactly one
 worker that is really asleep. ``idle`` is used without the scheduler's lock by submitters
-(``list.pop`` is atomic), under it by workers. With a backend, each worker is an in-flight
-slot that hands its task over and waits for it (see ``_backend``).
+(``list.pop`` is atomic, on free-threaded builds too: see docs/design.md), under it by
+workers. With a backend, each worker is an in-flight slot that hands its task over and
+waits for it (see ``_backend``).
 
 A worker that finds another worker holding the scheduler's lock parks too, instead of
 blocking on it (see ``lock_for_worker``).

@@ -12,14 +12,17 @@ so a call that stops being an error fails the check, as does a failed ``assert_t
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime, timedelta
+from typing import Any, Callable, TypeVar
 
 from typing_extensions import assert_type
 
 from priority_executor import ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
+
+T = TypeVar("T")
 
 
 def f(x: int) -> int:
@@ -74,6 +77,7 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     assert_type(ex.map(f, range(3), timeout=5, priority=Priority.HIGH), Iterator[int])
     assert_type(ex.map(add, [1], [2.5]), Iterator[float])
     assert_type(ex.map(between, [1], [2.5], [3]), Iterator[bool])
+    assert_type(ex.map(f, range(3), buffersize=2), Iterator[int])
 
     clock.advance(1.5)
     clock.advance(timedelta(seconds=1))
@@ -92,6 +96,33 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
         assert_type(anonymous, Lane)
 
 
+def wrapped(ex: PriorityExecutor, lane: Lane, kw: dict[str, Any], nums: list[int]) -> None:
+    # Code that wraps an executor, as it is written for ThreadPoolExecutor: it passes on
+    # what it was given, typed Any, and gets the callee's result type.
+    def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        return ex.submit(fn, *args, **kwargs)
+
+    def run_in_lane(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        return lane.submit(fn, *args, **kwargs)
+
+    def every_minute(fn: Callable[..., object], *args: Any, **kwargs: Any) -> Future[None]:
+        return ex.submit_recurring(fn, *args, interval=60, **kwargs)
+
+    def map_all(fn: Callable[..., T], *iterables: Iterable[Any], **kwargs: Any) -> Iterator[T]:
+        return ex.map(fn, *iterables, **kwargs)
+
+    assert_type(run(f, 1), Future[int])
+    assert_type(run_in_lane(g, 1, label="a"), Future[str])
+    assert_type(every_minute(h), Future[None])
+    assert_type(map_all(f, [1]), Iterator[int])
+    assert_type(ex.submit(add, **kw), Future[float])
+    assert_type(lane.submit(add, **kw), Future[float])
+    assert_type(ex.submit(f, *nums), Future[int])
+    # Wherever a ThreadPoolExecutor is expected.
+    pool: ThreadPoolExecutor = ex
+    assert_type(pool.submit(f, 1), Future[int])
+
+
 def constructed() -> None:
     with PriorityExecutor(4, "name", policy=Fifo(), clock=ManualClock()) as ex:
         assert_type(ex, PriorityExecutor)
@@ -106,10 +137,9 @@ def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
     assert_type(ex.reschedule(future, run_at=datetime(2030, 1, 1)), bool)
 
 
-def rejected(ex: PriorityExecutor) -> None:
+def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
     ex.lane("api").submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
     ex.lane(max_running=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    ex.lane(max_running=None).submit(f, 1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
     # The issue's examples: each is an error for ThreadPoolExecutor.submit too.
     ex.submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
     ex.submit(f)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportCallIssue]
@@ -122,8 +152,11 @@ def rejected(ex: PriorityExecutor) -> None:
     ex.submit(f, 1, 2, delay=1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     # A callee keyword beside a scheduling keyword: use functools.partial.
     ex.submit(g, 1, label="a", priority=1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
-    # Scheduling keywords take what the runtime takes, and no more.
-    ex.submit(f, 1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
+    # *args from a list beside a scheduling keyword: the TypeVarTuple form cannot tell its
+    # length, and accepting it would accept wrong positional types too.
+    ex.submit(f, *nums, priority=1)  # type: ignore[arg-type]  # pyright: ignore[reportCallIssue]
+    # Scheduling keywords take what the runtime takes, and no more. A wrong one is reported
+    # against the ParamSpec form, as an unexpected keyword (see _submitting.py).
     ex.submit(f, 1, priority="high")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, priority=1.5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, delay="1")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
@@ -132,18 +165,21 @@ def rejected(ex: PriorityExecutor) -> None:
     ex.submit(f, 1, run_at=timedelta(seconds=5))  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, expires="soon")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
 
-    ex.submit_recurring(f, interval=1)  # type: ignore[arg-type, call-arg]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, interval=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(f, "a", interval=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    ex.submit_recurring(f, 1)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-    ex.submit_recurring(f, 1, interval=1, expires=5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-    ex.submit_recurring(g, 1, interval=1, label="a")  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
-    ex.submit_recurring(f, 1, interval=1, priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
-    ex.submit_recurring(f, 1, interval=None)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    # No keyword for the callee, reserved expires included: each is a wrong argument type.
+    ex.submit_recurring(f, 1, interval=1, expires=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(g, 1, interval=1, label="a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1, interval=None)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1, interval=1, priority="high")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1, interval=1, delay="1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1, interval=1, run_at=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
     ex.map(f, ["a"])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.map(f, [1], [2])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    ex.map(f, [1], priority=True)  # type: ignore[deprecated]  # pyright: ignore[reportDeprecated]
-    ex.map(f, [1], priority="high")  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType, reportCallIssue]
+    ex.map(f, [1], priority="high")  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
+    ex.map(f, [1], buffersize=2.5)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
 
     PriorityExecutor("4")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(max_waiting=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
