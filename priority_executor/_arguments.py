@@ -66,8 +66,12 @@ def on_clock(clock: Clock, now: float, name: str, moment: datetime.datetime) -> 
     """A datetime (naive means local time) as a time on ``clock``, read at ``now``."""
     try:
         timestamp = moment.timestamp()
-    except (OverflowError, ValueError, OSError) as exc:  # a naive time the OS cannot place
-        raise ValueError(f"{name} is out of the range of this platform's time: {exc}") from None
+    except (OverflowError, ValueError, OSError):  # a naive time the OS cannot place
+        raise ValueError(
+            f"{name}={moment!r} cannot be placed in time: a naive datetime is local time,"
+            " and this platform converts local times only within a narrower range (give an"
+            " aware datetime, or one closer to now)"
+        ) from None
     return now + (timestamp - clock.wall())
 
 

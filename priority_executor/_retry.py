@@ -66,6 +66,11 @@ class Retry:
             isinstance(cls, type) and issubclass(cls, BaseException) for cls in classes
         ):
             raise TypeError(f"on must be an exception class or a tuple of them, not {on!r}")
+        if all(issubclass(cls, _NEVER) for cls in classes):
+            raise ValueError(
+                f"on={on!r} can never be retried: KeyboardInterrupt, SystemExit and"
+                " BrokenExecutor end a task at once, whatever on says"
+            )
         set_ = object.__setattr__  # immutable: set once, here
         set_(self, "attempts", attempts)
         set_(self, "backoff", seconds("backoff", backoff))

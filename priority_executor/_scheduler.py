@@ -227,6 +227,8 @@ class Scheduler:
                 raise _fresh(self._broken)
             raise RuntimeError(self._closed)
 
+    check_open = _check_open  # for the façade: lane() after shutdown raises as submit() does
+
     def _take_back(self, task: Task) -> bool:
         """Withdraw a task that shutdown's (or its lane's) last look at the intake may have
         missed. False if it stays accepted: a worker started it already (then shutdown waits
@@ -751,15 +753,9 @@ class Scheduler:
         self._push_timer(timer, effects)
 
     def _review_lane(self, lane: LaneState, now: float, effects: Effects) -> None:
-        """A lane's window or cooldown may have passed: release what may start, and keep an
-        idle named lane, with its limits, while they are still in effect."""
+        """A lane's window or cooldown may have passed: release what may start."""
         if lane.throttled:
             self._release_lane(lane, now, effects)
-        elif lane.name is not None and not lane.busy():
-            until = lane.holds_back(now)
-            if until is not None:
-                # The timer holds the lane: executor.lane(name) finds it, limits and all.
-                self._look_again(lane, until, effects)
 
     def _lane_claimed(
         self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
@@ -786,15 +782,11 @@ class Scheduler:
         self._lane_settled(lane, effects)
 
     def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
-        """Once nothing of a lane waits or runs: a closed lane is drained (once its runs'
-        futures are done too); a named one keeps its limits in time while they are in
-        effect (see _review_lane)."""
+        """A closed lane is drained once nothing of it waits or runs, and its runs' futures
+        are done."""
         drained = lane.drained
-        if drained is not None:
-            if lane.drained_now():
-                effects.later.append(drained.set)
-        elif lane.name is not None and lane.timed and not lane.busy():
-            self._review_lane(lane, self.clock.now(), effects)
+        if drained is not None and lane.drained_now():
+            effects.later.append(drained.set)
 
     def lane_run_ended(self, task: Task, state: int) -> None:
         """A run of a lane's task ended in ``state``; its worker counts it in its tally
@@ -826,7 +818,7 @@ class Scheduler:
         self, lane: LaneState, now: float, effects: Effects, worker_coming: bool
     ) -> bool:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
-        next task, a closed lane may be drained, a named one kept (see ``LaneState.end``,
+        next task, a closed lane may be drained (see ``LaneState.end``,
         which says when this may matter). ``worker_coming``, returned as in
         ``_release_lane``."""
         if lane.throttled:
