@@ -110,3 +110,9 @@ def check_deadline(now: float, due: float, deadline: float) -> None:
             f"expires must fall after the task's due time (deadline {deadline - now:+.6f} s,"
             f" due {due - now:+.6f} s from now)"
         )
+
+
+def callable_name(fn: object) -> str:
+    """How logs and messages name a task: its callable's qualified name, else its repr."""
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else repr(fn)

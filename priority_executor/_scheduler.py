@@ -49,7 +49,7 @@ from ._gate import Gate
 from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
-from ._retry import RetryingSeries, RetryingTask
+from ._retry import RetryingSeries, RetryingTask, log_retry
 from ._stats import ExecutorStats
 from ._task import (
     CANCELLED,
@@ -344,13 +344,7 @@ class Scheduler:
                     self._lane_run_over(lane, now, effects, worker_coming=True)
                 effects.later.append(
                     functools.partial(
-                        _LOGGER.warning,
-                        "Task %r raised on attempt %d; attempt %d is due in %.3g s",
-                        task.fn,
-                        task.attempt - 1,
-                        task.attempt,
-                        wait,
-                        exc_info=exc,
+                        log_retry, task.fn, lane, task.attempt - 1, task.retry.attempts, wait, exc
                     )
                 )
         finally:
