@@ -14,6 +14,7 @@ import threading
 import weakref
 from concurrent.futures import Executor, Future
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any, Callable, Literal, cast
 
 from . import _lifecycle
@@ -298,12 +299,38 @@ class PriorityExecutor(Submitter):
         task not yet started. Other tasks still run, delayed ones at their time. With
         ``wait``, return when they have: unless called from a task or a callback of this
         executor, which cannot wait for itself."""
-        self._scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
+        scheduler = self._scheduler
+        scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
+        if not wait:
+            return
+        try:
+            waited = scheduler.join()
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: the user wants out. What has not started never will,
+            # and exit does not wait for what runs, as after a Ctrl-C that stops
+            # ThreadPoolExecutor's wait.
+            scheduler.shutdown(True, _lifecycle.shutdown_reason())
+            _lifecycle.forget(scheduler)
+            raise
         # A task or callback of this executor does not wait: then it is not for it to close
         # the backend either, which the remaining tasks need. Else its last worker closed
         # it, if it had any.
-        if wait and self._scheduler.join() and self._backend is not None:
+        if waited and self._backend is not None:
             self._backend.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """``shutdown(wait=True)``; but an exception leaving the block must surface without
+        waiting for tasks not due yet: they are cancelled first. A Ctrl-C, or any exception
+        on a ManualClock (which no one will advance now), cancels every task not started."""
+        if exc_type is not None:
+            everything = self._scheduler.manual_time or issubclass(exc_type, KeyboardInterrupt)
+            self._scheduler.shutdown(everything, _lifecycle.shutdown_reason(), cancel_not_due=True)
+        self.shutdown(wait=True)
 
     def reschedule(
         self,

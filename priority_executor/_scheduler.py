@@ -107,7 +107,7 @@ class Scheduler:
         self._retries = 0  # retries queued so far: see try_again()
         self._forked = False  # in a child forked from this executor's process: its tasks
         # are the parent's (see after_fork_in_child)
-        # By shutdown(cancel_futures=True): a failed attempt is not tried again.
+        # By a shutdown that cancels waiting tasks: a failed attempt is not tried again.
         self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
         # Where a submit waits while max_waiting tasks wait (see add_when_room).
@@ -1022,16 +1022,19 @@ class Scheduler:
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def shutdown(self, cancel_futures: bool, reason: str) -> None:
+    def shutdown(self, cancel_futures: bool, reason: str, cancel_not_due: bool = False) -> None:
+        """Take no more work; cancel the series; with ``cancel_futures``, every task not
+        started; with ``cancel_not_due``, those not due yet (a ``with`` block's exception
+        must not wait for them)."""
         self._shutdown_requested = None
         effects = Effects()
         self.lock.acquire()
         try:
             if self._closed is None:
                 self._closed = reason
-            if cancel_futures:
-                self._cancelled_all = True
-                for task in self._claim_waiting(CANCELLED, effects):
+            if cancel_futures or cancel_not_due:
+                self._cancelled_all = True  # a retry would be a task not due
+                for task in self._claim_waiting(CANCELLED, effects, due_too=cancel_futures):
                     effects.later.append(task.abandon)
             # Their futures, as they complete, tell their tasks: that ends the series (see _end).
             effects.later.extend(task.future.cancel for task in self._recurring)
@@ -1071,10 +1074,10 @@ class Scheduler:
         self._apply(effects)
 
     def _claim_waiting(
-        self, state: int, effects: Effects, lane: LaneState | None = None
+        self, state: int, effects: Effects, lane: LaneState | None = None, due_too: bool = True
     ) -> list[Task]:
         """Claim every waiting one-shot task, or every one of ``lane`` (series end with
-        their futures)."""
+        their futures); without ``due_too``, only those not due yet."""
         self._drain_intake()
         claimed = []
         # A copy: each claim may compact a heap, or give throttled tasks back to the workers.
@@ -1089,6 +1092,7 @@ class Scheduler:
                 and entry.state <= READY
                 and entry.recurrence is None
                 and (lane is None or entry.lane is lane)
+                and (due_too or entry.state == PENDING)
             ):
                 self._claim(entry, state, effects)
                 claimed.append(entry)
@@ -1176,6 +1180,27 @@ class Scheduler:
         finally:
             self._release()
         return _stats(counts, retries)
+
+    def quiet(self) -> bool:
+        """Whether nothing can happen until time moves on: no task is due (held back by a
+        lane with room, or ready) or running, and every worker is done with its last task,
+        its future's callbacks included (see ManualClock.settle)."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            self._count_lane_ends(effects)  # a lane's room may give a throttled task back
+            self._drain_intake()
+            workers = self.workers
+            # A worker lists itself idle only in take(), once done with its last task.
+            quiet = (
+                not self._ready_count()
+                and not self._running()
+                and len(workers.idle) >= len(workers.threads)
+            )
+        finally:
+            self._release()
+        self._apply(effects)
+        return quiet
 
     def waiting(self, lane: LaneState | None = None) -> list[WaitingTask]:
         """Every task not started yet (of ``lane``, if given), in one snapshot taken under
