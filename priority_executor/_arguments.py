@@ -7,6 +7,7 @@ executor exactly as it was.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -113,6 +114,9 @@ def check_deadline(now: float, due: float, deadline: float) -> None:
 
 
 def callable_name(fn: object) -> str:
-    """How logs and messages name a task: its callable's qualified name, else its repr."""
+    """How logs and messages name a task: its callable's qualified name (a partial's
+    function's; a callable object's class's), never a repr with an address."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     name = getattr(fn, "__qualname__", None)
-    return name if isinstance(name, str) else repr(fn)
+    return name if isinstance(name, str) else f"{type(fn).__qualname__} object"
