@@ -150,7 +150,8 @@ def test_interpreter_exit_runs_delayed_one_shot_tasks_and_no_series() -> None:
 
 @pytest.mark.timeout(EXIT_TIMEOUT)
 def test_shutdown_with_cancel_futures_at_the_end_of_main_exits_without_waiting() -> None:
-    result = run_script("""
+    result = run_script(
+        """
         import time
         from priority_executor import PriorityExecutor
         executor = PriorityExecutor(2)
@@ -161,7 +162,9 @@ def test_shutdown_with_cancel_futures_at_the_end_of_main_exits_without_waiting()
             main()
         finally:
             executor.shutdown(cancel_futures=True)
-    """, timeout=10)
+    """,
+        timeout=10,
+    )
     assert result.stdout.splitlines() == ["main done"]
 
 
@@ -225,13 +228,16 @@ def test_a_forked_child_refuses_the_parents_executor() -> None:
 
 @pytest.mark.timeout(EXIT_TIMEOUT)
 def test_interpreter_exit_cancels_the_delayed_tasks_of_a_manual_clock() -> None:
-    result = run_script("""
+    result = run_script(
+        """
         from priority_executor import PriorityExecutor
         from priority_executor.testing import ManualClock
         ex = PriorityExecutor(1, clock=ManualClock())
         ex.submit(say, "never", delay=1)
         say("main ends")
-    """, timeout=10)
+    """,
+        timeout=10,
+    )
     assert result.returncode == 0
     assert result.stdout.splitlines() == ["main ends"]
 

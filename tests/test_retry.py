@@ -194,8 +194,7 @@ def test_each_retried_failure_is_logged_with_its_attempt(caplog: pytest.LogCaptu
     for (attempt, wait), record in zip([(1, "1"), (2, "2")], records):
         assert record.levelno == logging.WARNING
         assert record.getMessage() == (
-            f"Flaky object failed on attempt {attempt} of 3 (Boom: {attempt});"
-            f" retrying in {wait} s"
+            f"Flaky object failed on attempt {attempt} of 3 (Boom: {attempt}); retrying in {wait} s"
         )
         assert record.exc_info is None  # the traceback only at DEBUG
 
