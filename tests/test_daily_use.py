@@ -80,11 +80,13 @@ def test_lanes_lists_the_named_lanes_with_their_limits() -> None:
 def test_a_failed_assert_inside_a_manual_clock_executor_fails_at_once() -> None:
     prefix = unique_prefix("failing-test")
     clock = ManualClock()
-    with pytest.raises(AssertionError, match="the reminder was not sent"):
-        with PriorityExecutor(thread_name_prefix=prefix, clock=clock) as ex:
-            reminder = ex.submit(print, "reminder", delay=30)
-            ex.submit(print, "now").result(TIMEOUT)
-            assert reminder.done(), "the reminder was not sent"
+    with (
+        pytest.raises(AssertionError, match="the reminder was not sent"),
+        PriorityExecutor(thread_name_prefix=prefix, clock=clock) as ex,
+    ):
+        reminder = ex.submit(print, "reminder", delay=30)
+        ex.submit(print, "now").result(TIMEOUT)
+        assert reminder.done(), "the reminder was not sent"
     assert reminder.cancelled()
     assert executor_threads(prefix) == []
 
@@ -135,7 +137,7 @@ def test_an_expired_future_raises_expired_which_names_the_deadline(
         assert mine.cancel()
         clock.advance(2)
         assert stale.cancelled()  # what concurrent.futures knows: it will never run
-        with pytest.raises(Expired, match="Requests.fetch expired: not started by its deadline"):
+        with pytest.raises(Expired, match=r"Requests\.fetch expired: not started by its deadline"):
             stale.result()
         with pytest.raises(CancelledError) as cancelled:  # existing handlers still work
             stale.exception()
@@ -253,7 +255,7 @@ def test_a_health_check_in_a_lane_that_survives_failures_goes_on(
 
 
 def test_per_without_max_starts_is_refused() -> None:
-    with PriorityExecutor(1) as ex, pytest.raises(ValueError, match="per=5 .*max_starts"):
+    with PriorityExecutor(1) as ex, pytest.raises(ValueError, match=r"per=5 .*max_starts"):
         ex.lane("github", per=5)
 
 
