@@ -182,12 +182,16 @@ class OwnFuture(Future[T]):
             super()._invoke_callbacks()  # type: ignore[misc]
 
     # An expired task's future raises Expired, a CancelledError that names the deadline.
+    # Each lets go of the future as Future's own do: a task's exception raised here holds
+    # this frame in its traceback, and the future holds the exception.
     def result(self, timeout: float | None = None) -> T:
         try:
             return super().result(timeout)
         except CancelledError:
             raise_if_expired(self)
             raise
+        finally:
+            del self
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:
@@ -195,6 +199,8 @@ class OwnFuture(Future[T]):
         except CancelledError:
             raise_if_expired(self)
             raise
+        finally:
+            del self
 
     def cancel(self) -> bool:
         with _threads.acting_for(self._scheduler):
