@@ -5,6 +5,7 @@ check, tests on a ManualClock)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import threading
@@ -99,13 +100,16 @@ def test_settle_runs_what_is_due_and_returns_when_only_the_clock_can_bring_more(
     with PriorityExecutor(4, clock=clock) as ex:
         api = ex.lane("api", max_starts=1, per=10, retry=Retry(2, backoff=5))
 
-        def crawl(url: str) -> None:
+        def crawl(*urls: str) -> None:
             # A task that submits more work: settle() waits for that too.
-            page = api.submit(requests.fetch, url)
-            page.add_done_callback(lambda _: done.append(url))
+            for url in urls:
+                page = api.submit(requests.fetch, url)
+                page.add_done_callback(functools.partial(finished, url))
 
-        ex.submit(crawl, "/a")
-        ex.submit(crawl, "/b")
+        def finished(url: str, _: object) -> None:
+            done.append(url)
+
+        ex.submit(crawl, "/a", "/b")
         clock.settle()
         # /a failed and waits for its backoff; /b waits for the window: only time helps.
         assert requests.fetched == ["/a"]
