@@ -2,6 +2,7 @@
 deadlines, recurring tasks, lanes and retries."""
 
 from ._executor import PriorityExecutor
+from ._expiry import Expired
 from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
@@ -12,6 +13,7 @@ __all__ = [
     "Aging",
     "EarliestDeadlineFirst",
     "ExecutorStats",
+    "Expired",
     "Fifo",
     "Lane",
     "Policy",

@@ -3,35 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
-from priority_executor import Priority, PriorityExecutor
+from priority_executor import PriorityExecutor, Retry
 
 DESCRIPTION = """\
-Runs the same five tasks through a ThreadPoolExecutor (left) and a PriorityExecutor (right),
-side by side, with the time at which each thing happens. Each has one worker, busy for the
-first 0.3 s, so the order in which the queued tasks start is plain to see:
+Runs the same work through a ThreadPoolExecutor (left) and a PriorityExecutor (right), side
+by side, with the time at which each thing happens. Each has two workers, busy for the first
+0.6 s, while this waits:
 
-  report      priority=LOW
-  thumbnail   (no scheduling keyword)
-  answer      priority=HIGH
-  reply       expires=0.2: worthless if it has not started within 0.2 s
-  heartbeat   submit_recurring(interval=0.5) on PriorityExecutor; a one-off task on
-              ThreadPoolExecutor, which has no recurring tasks
+  reply       expires=0.3: worthless if it has not started within 0.3 s
+  api 1..4    four calls to an API that allows 2 per second: a lane(max_starts=2, per=1)
+  reminder    delay=1.5: meant for 1.5 s from now
+  flaky       fails on its first attempt: a lane(retry=Retry(3, backoff=0.5))
 
-ThreadPoolExecutor takes no scheduling keyword: it runs everything in submission order,
-the stale reply included, and the heartbeat once. PriorityExecutor runs the urgent answer
-first, cancels the reply at its deadline (its future reports cancelled()), and repeats the
-heartbeat every 0.5 s until it is cancelled. Takes about two seconds."""
+ThreadPoolExecutor takes none of these: it runs the stale reply, calls the API four times at
+once, sends the reminder early and gives up on the flaky task. PriorityExecutor cancels the
+reply at its deadline, spaces the API calls by the lane's limit, sends the reminder on time
+and tries the flaky task again. Takes about three seconds."""
 
-BUSY = 0.3  # how long the only worker is busy before the queued tasks can start
-TASK = 0.1  # how long each queued task runs
-DEADLINE = 0.2
-INTERVAL = 0.5
-DURATION = 1.9
-WIDTH = 36
+BUSY = 0.6  # how long both workers are busy before the queued tasks can start
+DEADLINE = 0.3
+DELAY = 1.5
+BACKOFF = 0.5
+DURATION = 2.9
+WIDTH = 38
 
 _start = time.monotonic()
 _print_lock = threading.Lock()
@@ -44,49 +43,60 @@ def say(column: int, text: str) -> None:
         print(line, flush=True)
 
 
-def run(column: int, name: str) -> None:
-    say(column, f"runs {name}")
-    time.sleep(TASK)
+class Flaky:
+    """Fails on its first attempt, as a server that is restarting does."""
+
+    def __init__(self, column: int) -> None:
+        self.column = column
+        self.attempts = 0
+
+    def __call__(self) -> None:
+        self.attempts += 1
+        if self.attempts == 1:
+            say(self.column, "flaky fails (attempt 1)")
+            raise ConnectionError("connection reset")
+        say(self.column, f"flaky succeeds (attempt {self.attempts})")
 
 
-def busy(started: threading.Event) -> None:
-    started.set()
+def busy(started: threading.Barrier) -> None:
+    started.wait()
     time.sleep(BUSY)
 
 
-def beat(column: int) -> None:
-    say(column, "runs heartbeat")
-
-
 def submit_all(ex: Executor, column: int) -> dict[str, Future[None]]:
-    """Keep the worker busy, then queue the five tasks, with the scheduling keywords that
-    the executor takes."""
-    started = threading.Event()
-    ex.submit(busy, started)
-    started.wait()  # so that the five tasks wait, and the executor alone orders them
+    """Keep both workers busy, then queue the work, with what the executor takes."""
+    started = threading.Barrier(3)
+    for _ in range(2):
+        ex.submit(busy, started)
+    started.wait()  # so that the work waits, and the executor alone decides
+    futures: dict[str, Future[None]] = {}
     if isinstance(ex, PriorityExecutor):
-        futures = {
-            "report": ex.submit(run, column, "report (LOW)", priority=Priority.LOW),
-            "thumbnail": ex.submit(run, column, "thumbnail"),
-            "answer": ex.submit(run, column, "answer (HIGH)", priority=Priority.HIGH),
-            "reply": ex.submit(run, column, "reply", expires=DEADLINE),
-            "heartbeat": ex.submit_recurring(beat, column, interval=INTERVAL),
-        }
+        api = ex.lane("api", max_starts=2, per=1.0)
+        flaky = ex.lane("flaky", retry=Retry(3, backoff=BACKOFF))
+        futures["reply"] = ex.submit(say, column, "runs reply", expires=DEADLINE)
+        for i in range(1, 5):
+            api.submit(say, column, f"calls api {i}")
+        ex.submit(say, column, "sends reminder", delay=DELAY)
+        futures["flaky"] = flaky.submit(Flaky(column))
     else:
-        futures = {
-            "report": ex.submit(run, column, "report (LOW)"),
-            "thumbnail": ex.submit(run, column, "thumbnail"),
-            "answer": ex.submit(run, column, "answer (HIGH)"),
-            "reply": ex.submit(run, column, "reply (stale after 0.2 s)"),
-            "heartbeat": ex.submit(beat, column),
-        }
+        futures["reply"] = ex.submit(say, column, "runs reply (stale)")
+        for i in range(1, 5):
+            ex.submit(say, column, f"calls api {i}")
+        ex.submit(say, column, "sends reminder (early)")
+        futures["flaky"] = ex.submit(Flaky(column))
     futures["reply"].add_done_callback(lambda future: report_expiry(column, future))
+    futures["flaky"].add_done_callback(lambda future: report_failure(column, future))
     return futures
 
 
 def report_expiry(column: int, future: Future[None]) -> None:
     if future.cancelled():
-        say(column, "reply expired: cancelled at its deadline")
+        say(column, "reply expired at its deadline")
+
+
+def report_failure(column: int, future: Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        say(column, "flaky gave up: not tried again")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,18 +106,19 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.parse_args(argv)
-    print(f"{'time':>7}  {'ThreadPoolExecutor(1)':<{WIDTH}}PriorityExecutor(1)")
-    print(f"{'':7}  {'(worker busy until 0.30 s)':<{WIDTH}}(worker busy until 0.30 s)")
-    with ThreadPoolExecutor(1) as plain, PriorityExecutor(1) as ours:
+    # Each retry is a line on this logger: the flaky task says so itself here.
+    logging.getLogger("priority_executor").setLevel(logging.ERROR)
+    print(f"{'time':>7}  {'ThreadPoolExecutor(2)':<{WIDTH}}PriorityExecutor(2)")
+    print(f"{'':7}  {'(workers busy until 0.60 s)':<{WIDTH}}(workers busy until 0.60 s)")
+    with ThreadPoolExecutor(2) as plain, PriorityExecutor(2) as ours:
         submit_all(plain, 0)
-        series = submit_all(ours, 1)["heartbeat"]
+        submit_all(ours, 1)
         time.sleep(DURATION)
-        series.cancel()
-        say(1, "heartbeat series cancelled")
     print(
-        "\nThreadPoolExecutor: submission order; the stale reply still ran, the heartbeat once."
-        "\nPriorityExecutor: HIGH first, then submission order among equals, LOW last; the"
-        "\nreply cancelled at its deadline; the heartbeat every 0.5 s until cancelled."
+        "\nThreadPoolExecutor: submission order, at once; the stale reply ran, the API got"
+        "\nfour calls in a moment, the reminder went early, the flaky task failed for good."
+        "\nPriorityExecutor: the reply cancelled at its deadline, two API calls a second,"
+        "\nthe reminder on time, the flaky task tried again after 0.5 s."
     )
 
 

@@ -7,6 +7,7 @@ executor exactly as it was.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -66,8 +67,12 @@ def on_clock(clock: Clock, now: float, name: str, moment: datetime.datetime) -> 
     """A datetime (naive means local time) as a time on ``clock``, read at ``now``."""
     try:
         timestamp = moment.timestamp()
-    except (OverflowError, ValueError, OSError) as exc:  # a naive time the OS cannot place
-        raise ValueError(f"{name} is out of the range of this platform's time: {exc}") from None
+    except (OverflowError, ValueError, OSError):  # a naive time the OS cannot place
+        raise ValueError(
+            f"{name}={moment!r} cannot be placed in time: a naive datetime is local time,"
+            " and this platform converts local times only within a narrower range (give an"
+            " aware datetime, or one closer to now)"
+        ) from None
     return now + (timestamp - clock.wall())
 
 
@@ -106,3 +111,12 @@ def check_deadline(now: float, due: float, deadline: float) -> None:
             f"expires must fall after the task's due time (deadline {deadline - now:+.6f} s,"
             f" due {due - now:+.6f} s from now)"
         )
+
+
+def callable_name(fn: object) -> str:
+    """How logs and messages name a task: its callable's qualified name (a partial's
+    function's; a callable object's class's), never a repr with an address."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else f"{type(fn).__qualname__} object"

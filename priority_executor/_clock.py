@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from . import _arguments
+from . import _arguments, _threads
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -52,7 +52,8 @@ class ManualClock:
     does the promoter's work in the calling thread, so when it returns every task due by the
     new time is in the ready heap and every deadline that passed has been applied. One clock
     can drive several executors. Its wall time starts at the real wall time when the clock
-    is made and moves with it.
+    is made and moves with it. ``settle()`` waits until the executors have done all they
+    can before the clock moves again.
     """
 
     def __init__(self, start: float = 0.0) -> None:
@@ -92,6 +93,28 @@ class ManualClock:
                 error = error or exc
         if error is not None:
             raise error
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait until every executor on this clock has done all it can without the clock:
+        no task is due or running, and every finished task's future is complete, its
+        callbacks run. What is left waits for the clock: delayed tasks, retries waiting
+        for their backoff, lanes' tasks waiting for a window or a cooldown. Then advance
+        the clock, or assert. Raises ``TimeoutError`` if that takes longer than
+        ``timeout`` seconds (of real time: a task that never returns, say)."""
+        if timeout is not None:
+            timeout = _arguments.seconds("timeout", timeout)
+        with self._advancing:
+            schedulers = list(self._schedulers)
+        if any(_threads.owned_by(scheduler) for scheduler in schedulers):
+            raise RuntimeError("settle() cannot wait in a task or a callback of an executor")
+        give_up = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0002
+        # Polls: a test helper, which must not cost the executor's own paths anything.
+        while not all(scheduler.quiet() for scheduler in schedulers):
+            if give_up is not None and time.monotonic() >= give_up:
+                raise TimeoutError(f"the executors on {self!r} were still busy after {timeout} s")
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
 
     def attach(self, scheduler: Scheduler) -> bool:
         self._schedulers.add(scheduler)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import weakref
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal
+from types import TracebackType
+from typing import Any, Callable, Literal, cast
 
 from . import _lifecycle, _submitting
 from ._arguments import (
@@ -30,7 +32,7 @@ from ._arguments import (
 from ._backend import RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._lanes import Lane, LaneState, make_lane_state
-from ._policies import Policy, PriorityFirst
+from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence, RecurringTask
 from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
 from ._scheduler import Scheduler
@@ -40,7 +42,7 @@ from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
 _DEFAULT_POLICY = PriorityFirst()
-_LANE_DEFAULTS = make_lane_state(None, None, None, None, 1.0, None, None).options()
+_LANE_DEFAULTS = make_lane_state(None, None, None, None, None, None, None, False).options()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
@@ -105,6 +107,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # dask's threaded scheduler keeps this many tasks in flight.
         self._max_workers = max_workers
         self._policy = policy
+        self._aging = isinstance(policy, Aging)  # priorities must fit a float (_check_priority)
         self._thread_name_prefix = name_prefix = (
             thread_name_prefix or f"PriorityExecutor-{self._counter()}"
         )
@@ -122,8 +125,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # lock: it only asks the executor's own threads to shut it down.
         finalizer = weakref.finalize(self, scheduler.request_shutdown, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
-        # Named lanes, while anything references them (see _lanes).
+        # Named lanes: every one while anything references it; those made with options in
+        # _kept as well, until their shutdown, so that their limits hold whoever looks them
+        # up. One made without has nothing to lose: once idle and unreferenced, it is gone.
         self._lanes: weakref.WeakValueDictionary[str, LaneState] = weakref.WeakValueDictionary()
+        self._kept: dict[str, LaneState] = {}
         self._lanes_lock = threading.Lock()
 
     def _schedule(
@@ -146,6 +152,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             deadline = deadline_time(clock, now, due, expires)
         if priority is None:
             priority = 0 if lane is None else lane.priority
+        elif self._aging:
+            self._check_priority(priority)
         if not callable(fn) or type(priority) is not int:  # one test on the common path
             check_callable(fn)
             check_priority(priority)
@@ -199,7 +207,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         check_callable(fn)
         if priority is None:
             priority = 0 if lane is None else lane.priority
-        check_priority(priority)
+        self._check_priority(priority)
         future: OwnFuture[None] = OwnFuture(self._owner)
         task_args = (self._scheduler, fn, args, kwargs, future, priority, due)
         retry = self._retry_for(lane)
@@ -210,6 +218,17 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         task.lane = lane
         self._scheduler.add(task, due <= now)
         return future
+
+    def _check_priority(self, priority: object) -> None:
+        check_priority(priority)
+        # Aging computes its keys in floats: a larger int would fail its task with a bare
+        # OverflowError, far from the call that caused it.
+        if self._aging and abs(cast(int, priority)) > sys.float_info.max:
+            raise ValueError(
+                f"priority is too large for {self._policy!r}, which orders by a float"
+                f" (an int of {cast(int, priority).bit_length()} bits; at most"
+                f" {sys.float_info.max:.3g} either way)"
+            )
 
     def _retry_for(self, lane: LaneState | None) -> Retry | None:
         """A lane's retry policy replaces the executor's."""
@@ -222,27 +241,39 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         priority: int | None = None,
         max_running: int | None = None,
         max_starts: int | None = None,
-        per: float | timedelta = 1.0,
+        per: float | timedelta | None = None,
         cooldown: float | timedelta | None = None,
         retry: Retry | None = None,
+        survive_failures: bool = False,
     ) -> Lane:
         """A lane: a kind of work with limits of its own, on this executor's workers.
 
         ``max_running``: at most this many of its tasks run at once. ``max_starts`` per
-        ``per`` seconds: at most this many start in any such window. ``cooldown``: a task
-        starts only once this many seconds passed since the lane's latest run ended.
-        ``priority``: its tasks' default priority. A named lane is one per name: a later
-        call returns the same lane, and options it gives must equal the lane's.
+        ``per`` seconds (default 1): at most this many start in any such window.
+        ``cooldown``: a task starts only once this many seconds passed since the lane's
+        latest run ended. ``priority``: its tasks' default priority. ``retry``: its own
+        retry policy. ``survive_failures``: its recurring series go on after a failed run.
+
+        A named lane is one per name: a later call returns the same lane, and options it
+        gives must equal the lane's. Made with options, it keeps them until its
+        ``shutdown()``, whether or not a reference to it is kept; made without, it is
+        forgotten once idle and unreferenced. Raises ``RuntimeError`` after ``shutdown()``.
         """
-        state = make_lane_state(name, priority, max_running, max_starts, per, cooldown, retry)
+        state = make_lane_state(
+            name, priority, max_running, max_starts, per, cooldown, retry, survive_failures
+        )
+        self._check_priority(state.priority)
+        self._scheduler.check_open()
         if name is None:
             return self._lane_facade(state)
+        given = state.options()
         with self._lanes_lock:
             live = self._lanes.get(name)
             if live is None or live.closed:
                 self._lanes[name] = state
+                if given != _LANE_DEFAULTS:
+                    self._kept[name] = state
                 return self._lane_facade(state)
-            given = state.options()
             for option, value in live.options().items():
                 if given[option] != _LANE_DEFAULTS[option] and given[option] != value:
                     raise ValueError(
@@ -252,19 +283,51 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             facade = None if live.facade is None else live.facade()
             return self._lane_facade(live) if facade is None else facade
 
+    def lanes(self) -> dict[str, Lane]:
+        """The named lanes, by name: every one made with options and not shut down, and
+        those made without while something references them. Each ``Lane`` shows its
+        options (``max_running``, ``max_starts``, ``per``, ``cooldown``, ...)."""
+        with self._lanes_lock:
+            states = [state for state in self._lanes.values() if not state.closed]
+        lanes = {}
+        for state in states:
+            facade = None if state.facade is None else state.facade()
+            lanes[cast(str, state.name)] = self._lane_facade(state) if facade is None else facade
+        return lanes
+
     def _lane_facade(self, state: LaneState) -> Lane:
-        return Lane(state, self._scheduler, self._schedule, self._schedule_recurring)
+        return Lane(
+            state, self._scheduler, self._schedule, self._schedule_recurring, self._forget_lane
+        )
+
+    def _forget_lane(self, state: LaneState) -> None:
+        """A lane was shut down: its name is free, its memory given back once it drains."""
+        with self._lanes_lock:
+            if state.name is not None and self._kept.get(state.name) is state:
+                del self._kept[state.name]
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; cancel recurring series; with ``cancel_futures``, also every
         task not yet started. Other tasks still run, delayed ones at their time. With
         ``wait``, return when they have: unless called from a task or a callback of this
         executor, which cannot wait for itself."""
-        self._scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
+        scheduler = self._scheduler
+        scheduler.shutdown(cancel_futures, _lifecycle.shutdown_reason())
+        if not wait:
+            return
+        try:
+            waited = scheduler.join()
+        except KeyboardInterrupt:
+            # Ctrl-C while waiting: the user wants out. What has not started never will,
+            # and exit does not wait for what runs, as after a Ctrl-C that stops
+            # ThreadPoolExecutor's wait.
+            scheduler.shutdown(True, _lifecycle.shutdown_reason())
+            _lifecycle.forget(scheduler)
+            raise
         # A task or callback of this executor does not wait: then it is not for it to close
         # the backend either, which the remaining tasks need. Else its last worker closed
         # it, if it had any.
-        if wait and self._scheduler.join() and self._backend is not None:
+        if waited and self._backend is not None:
             self._backend.close()
 
     def _adjust_thread_count(self) -> None:
@@ -278,6 +341,20 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._scheduler.break_pool(
             self.BROKEN("A thread initializer failed, the thread pool is not usable anymore")
         )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        """``shutdown(wait=True)``; but an exception leaving the block must surface without
+        waiting for tasks not due yet: they are cancelled first. A Ctrl-C, or any exception
+        on a ManualClock (which no one will advance now), cancels every task not started."""
+        if exc_type is not None:
+            everything = self._scheduler.manual_time or issubclass(exc_type, KeyboardInterrupt)
+            self._scheduler.shutdown(everything, _lifecycle.shutdown_reason(), cancel_not_due=True)
+        self.shutdown(wait=True)
 
     def reschedule(
         self,
@@ -307,7 +384,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
         deadline = None if expires is None else expiry_time(clock, now, expires)
         if priority is not None:
-            check_priority(priority)
+            self._check_priority(priority)
         if deadline is not None and task.recurrence is not None:
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
         return self._scheduler.reschedule(future, priority, due, deadline, now)

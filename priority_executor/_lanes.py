@@ -7,8 +7,9 @@ moves it out of the ready heap into its lane's own heap, so that it holds back n
 lane's task, and moves the lane's best tasks back when the lane has room again: when one of
 its runs ends, or when a timer in the pending heap says that a window or a cooldown passed.
 
-A named lane is found by name while anything references its state: its façade, a task, or
-a timer of a limit still in effect. Then it is forgotten, and costs nothing.
+A named lane made with options is kept by its executor until the lane's shutdown, so that
+its limits hold whoever looks it up later; one made without options has nothing to lose,
+and is found by name only while anything references it (see ``PriorityExecutor.lane``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class LaneState:
         "retry",
         "running",
         "starts",
+        "survive_failures",
         "throttled",
         "timed",
         "timer",
@@ -72,6 +74,7 @@ class LaneState:
         per: float,
         cooldown: float | None,
         retry: Retry | None,
+        survive_failures: bool,
     ) -> None:
         self.name = name
         self.priority = priority
@@ -80,11 +83,11 @@ class LaneState:
         self.per = per
         self.cooldown = cooldown
         self.retry = retry
+        self.survive_failures = survive_failures  # its series go on after a failed run
         self.running = 0
         # Start times within the last ``per`` seconds, oldest first.
         self.starts: deque[float] | None = None if max_starts is None else deque()
-        # A limit in time (a window or a cooldown), which an idle lane keeps until it
-        # passes (see holds_back).
+        # A limit in time (a window or a cooldown), which may need a timer.
         self.timed = max_starts is not None or cooldown is not None
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
@@ -110,6 +113,7 @@ class LaneState:
             "per": self.per,
             "cooldown": self.cooldown,
             "retry": self.retry,
+            "survive_failures": self.survive_failures,
         }
 
     # -- the seam: may a task start now, and if not, when? -------------------------------------
@@ -159,14 +163,6 @@ class LaneState:
             return starts[0] + self.per
         return math.inf
 
-    def holds_back(self, now: float) -> float | None:
-        """While nothing of the lane waits or runs: until when a limit is still in effect
-        (a window not yet empty, a cooldown not yet over), or None."""
-        until = -math.inf if self.cooldown is None else self.last_end + self.cooldown
-        if self.starts:
-            until = max(until, self.starts[-1] + self.per)
-        return until if until > now else None
-
     def start(self, task: Task, now: float) -> None:
         """One of its ready tasks starts at ``now``."""
         counts = self.counts
@@ -181,15 +177,15 @@ class LaneState:
     def end(self, state: int | None, at: float) -> bool:
         """A run of its tasks ended at ``at``, in ``state`` (None: to be tried again).
         Returns whether the end may matter beyond the counts: throttled tasks may have its
-        room, a shutdown may wait for it, or a window or cooldown may outlast it (see
-        ``Scheduler._lane_run_over``). Most lanes' ends do not: no call is made for them."""
+        room, or a shutdown may wait for it (see ``Scheduler._lane_run_over``). Most lanes'
+        ends do not: no call is made for them."""
         counts = self.counts
         counts[STARTED] -= 1
         if state is not None:
             counts[state] += 1
         self.running -= 1
         self.last_end = at
-        return bool(self.throttled) or self.drained is not None or self.timed
+        return bool(self.throttled) or self.drained is not None
 
     def moved(self, was: int | None, state: int | None) -> None:
         """Count one of its tasks moved from ``was`` (None: a new one) into ``state`` (None:
@@ -269,9 +265,10 @@ def make_lane_state(
     priority: int | None,
     max_running: int | None,
     max_starts: int | None,
-    per: float | timedelta,
+    per: float | timedelta | None,
     cooldown: float | timedelta | None,
     retry: Retry | None,
+    survive_failures: bool,
 ) -> LaneState:
     """The options of ``executor.lane()``, checked."""
     if name is not None and not isinstance(name, str):
@@ -282,9 +279,16 @@ def make_lane_state(
         if limit is not None and check_int(option, limit) < 1:
             raise ValueError(f"{option} must be at least 1, not {limit}")
     check_retry(retry)
-    window = seconds("per", per, positive=True)
+    window = 1.0 if per is None else seconds("per", per, positive=True)
+    if per is not None and max_starts is None:
+        # Alone, a window limits nothing: the caller surely meant a rate.
+        raise ValueError(f"per={per!r} is the window of max_starts: give max_starts too")
     pause = None if cooldown is None else seconds("cooldown", cooldown)
-    return LaneState(name, priority or 0, max_running, max_starts, window, pause, retry)
+    if not isinstance(survive_failures, bool):
+        raise TypeError(f"survive_failures must be a bool, not {type(survive_failures).__name__}")
+    return LaneState(
+        name, priority or 0, max_running, max_starts, window, pause, retry, survive_failures
+    )
 
 
 class Lane(Executor):
@@ -300,16 +304,56 @@ class Lane(Executor):
         scheduler: Scheduler,
         schedule: Callable[..., Future[Any]],
         schedule_recurring: Callable[..., Future[None]],
+        forget: Callable[[LaneState], object],
     ) -> None:
         self._state = state
         self._scheduler = scheduler
         self._schedule_in = schedule
         self._schedule_recurring_in = schedule_recurring
+        self._forget = forget  # the executor's: a closed lane frees its name
         state.facade = weakref.ref(self)
 
     @property
     def name(self) -> str | None:
         return self._state.name
+
+    @property
+    def priority(self) -> int:
+        """The default priority of its tasks."""
+        return self._state.priority
+
+    @property
+    def max_running(self) -> int | None:
+        return self._state.max_running
+
+    @property
+    def max_starts(self) -> int | None:
+        return self._state.max_starts
+
+    @property
+    def per(self) -> float:
+        """The window of ``max_starts``, in seconds."""
+        return self._state.per
+
+    @property
+    def cooldown(self) -> float | None:
+        """In seconds, or None."""
+        return self._state.cooldown
+
+    @property
+    def retry(self) -> Retry | None:
+        """Its own retry policy, in place of the executor's; None: the executor's."""
+        return self._state.retry
+
+    @property
+    def survive_failures(self) -> bool:
+        """Whether its recurring series go on after a failed run."""
+        return self._state.survive_failures
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``shutdown()`` closed it."""
+        return self._state.closed
 
     def _schedule(
         self,
@@ -344,6 +388,7 @@ class Lane(Executor):
         return when its remaining tasks have finished (unless called from a task or a
         callback of the executor). Other lanes and the executor go on."""
         self._scheduler.close_lane(self._state, cancel_futures)
+        self._forget(self._state)
         if wait:
             self._scheduler.join_lane(self._state)
 
@@ -360,8 +405,10 @@ class Lane(Executor):
         limits = "".join(
             f" {option}={value!r}"
             for option, value in state.options().items()
-            if value is not None and option not in ("priority", "per")
+            if value is not None and value is not False and option not in ("priority", "per")
         )
+        if state.priority:
+            limits += f" priority={state.priority!r}"
         if state.max_starts is not None:
             limits += f" per={state.per!r}"
         return f"<Lane {state.name!r}{limits}>"

@@ -3,9 +3,11 @@
 At exit, every live executor is shut down and waited for, as ``ThreadPoolExecutor`` does:
 queued and delayed one-shot tasks still run, recurring series are cancelled (an executor on a
 ManualClock is shut down with ``cancel_futures``: its delayed tasks could never become due).
-This must happen before the interpreter joins its non-daemon threads, which is when
-``threading._register_atexit`` callbacks run (``atexit`` would be too late: idle workers
-would keep the join waiting forever).
+This happens when the interpreter runs its ``threading._register_atexit`` callbacks, before
+``atexit``'s. The executor's threads are daemons: this wait is the one that exit makes, so a
+Ctrl-C that stops it (having cancelled every task not started) lets the process end, as a
+Ctrl-C stops ``ThreadPoolExecutor``'s. So does one that stops the wait of a ``shutdown()``
+(see ``forget``).
 
 In a forked child the parent's threads do not exist: each inherited executor is closed and
 forgets them, so that neither its use nor the child's exit can wait on a thread that is gone.
@@ -36,15 +38,30 @@ def shutdown_reason() -> str:
     return "cannot schedule new futures after shutdown"
 
 
+def forget(scheduler: Scheduler) -> None:
+    """A Ctrl-C stopped the wait for ``scheduler``: exit does not wait for it again."""
+    _live.discard(scheduler)
+
+
 def _at_exit() -> None:
     global _exiting
     _exiting = True
-    schedulers = list(_live)
-    for scheduler in schedulers:
-        # Waiting for a ManualClock that no one will advance any more would never end.
-        scheduler.shutdown(cancel_futures=scheduler.manual_time, reason=shutdown_reason())
-    for scheduler in schedulers:
-        scheduler.join()
+    waited: set[Scheduler] = set()
+    try:
+        # Again while tasks that ran at exit made executors of their own.
+        while schedulers := [scheduler for scheduler in list(_live) if scheduler not in waited]:
+            for scheduler in schedulers:
+                # Waiting for a ManualClock that no one will advance would never end.
+                scheduler.shutdown(scheduler.manual_time, shutdown_reason())
+            for scheduler in schedulers:
+                scheduler.join()
+                waited.add(scheduler)
+    except KeyboardInterrupt:
+        # Ctrl-C: the user wants out. What has not started never will; the process ends
+        # without waiting for what runs (daemon threads).
+        for scheduler in list(_live):
+            scheduler.shutdown(True, shutdown_reason())
+        raise
 
 
 def exit_before_process_pools() -> None:

@@ -14,6 +14,7 @@ import math
 from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from ._arguments import callable_name
 from ._task import COMPLETED, FAILED, VOID, Tally, Task
 
 if TYPE_CHECKING:
@@ -81,6 +82,19 @@ class RecurringTask(Task):
             except BaseException as exc:
                 if self.retry is not None and self.scheduler.try_again(self, exc):
                     return  # tried again after a backoff, before the series would end
+                lane = self.lane
+                if lane is not None and lane.survive_failures and isinstance(exc, Exception):
+                    _LOGGER.error(
+                        "Recurring task %s in lane %r raised; its series goes on",
+                        callable_name(self.fn),
+                        lane.name,
+                        exc_info=True,
+                    )
+                    del exc  # its traceback holds this frame
+                    self.survived()
+                    self.scheduler.run_ended(self)  # the next run, as planned
+                    tally[FAILED] += 1
+                    return
                 _LOGGER.error("Recurring task %r raised; its series ends", self.fn, exc_info=True)
                 tally[FAILED] += 1
                 self.fail(exc)
@@ -92,6 +106,9 @@ class RecurringTask(Task):
                 tally[COMPLETED] += 1
                 return
         self.scheduler.run_ended(self)
+
+    def survived(self) -> None:
+        """A run failed for good, and the series goes on (its lane's survive_failures)."""
 
     def abandon(self) -> None:
         self.future.cancel()  # the future tells the series, which reports it

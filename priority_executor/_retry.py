@@ -9,6 +9,7 @@ pays nothing, as only the task classes here have a policy.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import random
 from collections.abc import Mapping
@@ -16,13 +17,15 @@ from concurrent.futures import BrokenExecutor, Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._arguments import check_int, seconds
+from ._arguments import callable_name, check_int, seconds
 from ._recurring import Call, RecurringTask, call_here
 from ._task import CANCELLED, COMPLETED, FAILED, LaneTask, OwnFuture, Tally
 
 if TYPE_CHECKING:
     from ._lanes import LaneState
     from ._scheduler import Scheduler
+
+_LOGGER = logging.getLogger("priority_executor")
 
 # Never tried again, whatever ``on`` says: the user wants out, or nothing can run any more.
 _NEVER = (KeyboardInterrupt, SystemExit, BrokenExecutor)
@@ -66,6 +69,11 @@ class Retry:
             isinstance(cls, type) and issubclass(cls, BaseException) for cls in classes
         ):
             raise TypeError(f"on must be an exception class or a tuple of them, not {on!r}")
+        if all(issubclass(cls, _NEVER) for cls in classes):
+            raise ValueError(
+                f"on={on!r} can never be retried: KeyboardInterrupt, SystemExit and"
+                " BrokenExecutor end a task at once, whatever on says"
+            )
         set_ = object.__setattr__  # immutable: set once, here
         set_(self, "attempts", attempts)
         set_(self, "backoff", seconds("backoff", backoff))
@@ -134,6 +142,34 @@ def check_retry(retry: object) -> None:
         raise TypeError("retry must be an instance such as Retry(3), not the class itself")
     if retry is not None and not isinstance(retry, Retry):
         raise TypeError(f"retry must be a Retry or None, not {type(retry).__name__}")
+
+
+def log_retry(
+    fn: Callable[..., Any],
+    lane: LaneState | None,
+    attempt: int,
+    attempts: int,
+    wait: float,
+    exc: BaseException,
+) -> None:
+    """One line for a retried failure: a retry is expected, its traceback is for debugging
+    (the last attempt's exception is in the future). Quiet it by raising the level of the
+    ``priority_executor`` logger above WARNING."""
+    where = "" if lane is None else f" in lane {lane.name!r}" if lane.name else " in a lane"
+    lines = str(exc).splitlines()
+    error = type(exc).__qualname__ + (f": {lines[0]}" if lines else "")
+    if len(error) > 200 or len(lines) > 1:
+        error = error[:200] + "..."
+    _LOGGER.warning(
+        "%s%s failed on attempt %d of %d (%s); retrying in %.3g s",
+        callable_name(fn),
+        where,
+        attempt,
+        attempts,
+        error,
+        wait,
+        exc_info=exc if _LOGGER.isEnabledFor(logging.DEBUG) else None,
+    )
 
 
 def _number(name: str, value: object) -> float:
@@ -239,6 +275,9 @@ class RetryingSeries(RecurringTask):
     ) -> None:
         call(fn, args, kwargs)
         self.attempt = 1  # before the next run is queued, which may start at once
+
+    def survived(self) -> None:
+        self.attempt = 1  # likewise: the next run that fails starts counting anew
 
 
 __all__ = ["Retry"]

@@ -50,7 +50,7 @@ from ._gate import Gate
 from ._lanes import LaneState, LaneTimer
 from ._policies import Policy, key_function
 from ._promoter import Promoter
-from ._retry import RetryingSeries, RetryingTask
+from ._retry import RetryingSeries, RetryingTask, log_retry
 from ._stats import ExecutorStats
 from ._task import (
     CANCELLED,
@@ -110,7 +110,7 @@ class Scheduler:
         self._retries = 0  # retries queued so far: see try_again()
         self._forked = False  # in a child forked from this executor's process: its tasks
         # are the parent's (see after_fork_in_child)
-        # By shutdown(cancel_futures=True): a failed attempt is not tried again.
+        # By a shutdown that cancels waiting tasks: a failed attempt is not tried again.
         self._cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
         # Where a submit waits while max_waiting tasks wait (see add_when_room).
@@ -232,6 +232,8 @@ class Scheduler:
                 raise _fresh(self._broken)
             raise RuntimeError(self._closed)
 
+    check_open = _check_open  # for the façade: lane() after shutdown raises as submit() does
+
     def _take_back(self, task: Task) -> bool:
         """Withdraw a task that shutdown's (or its lane's) last look at the intake may have
         missed. False if it stays accepted: a worker started it already (then shutdown waits
@@ -347,13 +349,7 @@ class Scheduler:
                     self._lane_run_over(lane, now, effects, worker_coming=True)
                 effects.later.append(
                     functools.partial(
-                        _LOGGER.warning,
-                        "Task %r raised on attempt %d; attempt %d is due in %.3g s",
-                        task.fn,
-                        task.attempt - 1,
-                        task.attempt,
-                        wait,
-                        exc_info=exc,
+                        log_retry, task.fn, lane, task.attempt - 1, task.retry.attempts, wait, exc
                     )
                 )
         finally:
@@ -771,15 +767,9 @@ class Scheduler:
         self._push_timer(timer, effects)
 
     def _review_lane(self, lane: LaneState, now: float, effects: Effects) -> None:
-        """A lane's window or cooldown may have passed: release what may start, and keep an
-        idle named lane, with its limits, while they are still in effect."""
+        """A lane's window or cooldown may have passed: release what may start."""
         if lane.throttled:
             self._release_lane(lane, now, effects)
-        elif lane.name is not None and not lane.busy():
-            until = lane.holds_back(now)
-            if until is not None:
-                # The timer holds the lane: executor.lane(name) finds it, limits and all.
-                self._look_again(lane, until, effects)
 
     def _lane_claimed(
         self, task: Task, lane: LaneState, was: int, state: int, effects: Effects
@@ -806,15 +796,11 @@ class Scheduler:
         self._lane_settled(lane, effects)
 
     def _lane_settled(self, lane: LaneState, effects: Effects) -> None:
-        """Once nothing of a lane waits or runs: a closed lane is drained (once its runs'
-        futures are done too); a named one keeps its limits in time while they are in
-        effect (see _review_lane)."""
+        """A closed lane is drained once nothing of it waits or runs, and its runs' futures
+        are done."""
         drained = lane.drained
-        if drained is not None:
-            if lane.drained_now():
-                effects.later.append(drained.set)
-        elif lane.name is not None and lane.timed and not lane.busy():
-            self._review_lane(lane, self.clock.now(), effects)
+        if drained is not None and lane.drained_now():
+            effects.later.append(drained.set)
 
     def lane_run_ended(self, task: Task, state: int) -> None:
         """A run of a lane's task ended in ``state``; its worker counts it in its tally
@@ -846,7 +832,7 @@ class Scheduler:
         self, lane: LaneState, now: float, effects: Effects, worker_coming: bool
     ) -> bool:
         """A run of ``lane`` ended, for good or to be tried again: its room goes to the lane's
-        next task, a closed lane may be drained, a named one kept (see ``LaneState.end``,
+        next task, a closed lane may be drained (see ``LaneState.end``,
         which says when this may matter). ``worker_coming``, returned as in
         ``_release_lane``."""
         if lane.throttled:
@@ -1061,16 +1047,19 @@ class Scheduler:
 
     # -- shutdown ----------------------------------------------------------------------------
 
-    def shutdown(self, cancel_futures: bool, reason: str) -> None:
+    def shutdown(self, cancel_futures: bool, reason: str, cancel_not_due: bool = False) -> None:
+        """Take no more work; cancel the series; with ``cancel_futures``, every task not
+        started; with ``cancel_not_due``, those not due yet (a ``with`` block's exception
+        must not wait for them)."""
         self._shutdown_requested = None
         effects = Effects()
         self.lock.acquire()
         try:
             if self._closed is None:
                 self._closed = reason
-            if cancel_futures:
-                self._cancelled_all = True
-                for task in self._claim_waiting(CANCELLED, effects):
+            if cancel_futures or cancel_not_due:
+                self._cancelled_all = True  # a retry would be a task not due
+                for task in self._claim_waiting(CANCELLED, effects, due_too=cancel_futures):
                     effects.later.append(task.abandon)
             # Their futures, as they complete, tell their tasks: that ends the series (see _end).
             effects.later.extend(task.future.cancel for task in self._recurring)
@@ -1110,10 +1099,10 @@ class Scheduler:
         self._apply(effects)
 
     def _claim_waiting(
-        self, state: int, effects: Effects, lane: LaneState | None = None
+        self, state: int, effects: Effects, lane: LaneState | None = None, due_too: bool = True
     ) -> list[Task]:
         """Claim every waiting one-shot task, or every one of ``lane`` (series end with
-        their futures)."""
+        their futures); without ``due_too``, only those not due yet."""
         self._drain_intake()
         claimed = []
         # A copy: each claim may compact a heap, or give throttled tasks back to the workers.
@@ -1128,6 +1117,7 @@ class Scheduler:
                 and entry.state <= READY
                 and entry.recurrence is None
                 and (lane is None or entry.lane is lane)
+                and (due_too or entry.state == PENDING)
             ):
                 self._claim(entry, state, effects)
                 claimed.append(entry)
@@ -1224,6 +1214,27 @@ class Scheduler:
         finally:
             self._release()
         return _stats(counts, retries)
+
+    def quiet(self) -> bool:
+        """Whether nothing can happen until time moves on: no task is due (held back by a
+        lane with room, or ready) or running, and every worker is done with its last task,
+        its future's callbacks included (see ManualClock.settle)."""
+        effects = Effects()
+        self.lock.acquire()
+        try:
+            self._count_lane_ends(effects)  # a lane's room may give a throttled task back
+            self._drain_intake()
+            workers = self.workers
+            # A worker lists itself idle only in take(), once done with its last task.
+            quiet = (
+                not self._ready_count()
+                and not self._running()
+                and len(workers.idle) >= len(workers.threads)
+            )
+        finally:
+            self._release()
+        self._apply(effects)
+        return quiet
 
     def waiting(self, lane: LaneState | None = None) -> list[WaitingTask]:
         """Every task not started yet (of ``lane``, if given), in one snapshot taken under

@@ -12,7 +12,7 @@ import _thread
 import time
 import weakref
 from collections.abc import Mapping
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures._base import PENDING as _FUTURE_PENDING
 from contextlib import suppress
 from operator import attrgetter
@@ -20,8 +20,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 
 from . import _threads
+from ._expiry import mark_expired, raise_if_expired
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ._lanes import LaneState
     from ._recurring import Recurrence
     from ._retry import Retry
@@ -154,6 +157,8 @@ class OwnFuture(Future[T]):
     # The task that stands for this future, which reschedule() replaces by a copy (see
     # Task.replacement). It holds the task as a done-callback would.
     _task: Task | None = None
+    # Set if its task expired: (deadline, name), what Expired says (see _expiry).
+    _expired: tuple[datetime, str] | None = None
 
     if OWN_FUTURE_INIT:
         # Most futures never get a done-callback: a list each would be one more object per
@@ -206,6 +211,27 @@ class OwnFuture(Future[T]):
         # before the state changes, or runs the callback itself once done: never missed.
         if self._done_callbacks:
             super()._invoke_callbacks()  # type: ignore[misc]
+
+    # An expired task's future raises Expired, a CancelledError that names the deadline.
+    # Each lets go of the future as Future's own do: a task's exception raised here holds
+    # this frame in its traceback, and the future holds the exception.
+    def result(self, timeout: float | None = None) -> T:
+        try:
+            return super().result(timeout)
+        except CancelledError:
+            raise_if_expired(self)
+            raise
+        finally:
+            del self
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            return super().exception(timeout)
+        except CancelledError:
+            raise_if_expired(self)
+            raise
+        finally:
+            del self
 
     def cancel(self) -> bool:
         with _threads.acting_for(self._owner()):
@@ -352,6 +378,10 @@ class Task(TimerEntry):
 
     def abandon(self) -> None:
         """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
+        if self.state == EXPIRED:
+            clock = self.scheduler.clock
+            deadline = cast(float, self._deadline) + clock.wall() - clock.now()
+            mark_expired(self.future, self.fn, deadline)
         future = self.hand_over()[0]
         try:
             future.cancel()

@@ -33,7 +33,10 @@ def start(name: str, owner: object, target: Callable[..., object], *args: Any) -
 
     Raises what ``Thread.start()`` raises (no thread is left behind then).
     """
-    thread = threading.Thread(name=name, target=_run_as, args=(owner, target, args))
+    # A daemon: interpreter exit waits for the executor in its own hook (see _lifecycle),
+    # which a Ctrl-C may stop, as it stops ThreadPoolExecutor's joins; the interpreter's
+    # join of non-daemon threads could only be stopped by one more.
+    thread = threading.Thread(name=name, target=_run_as, args=(owner, target, args), daemon=True)
     thread.start()
     return thread
 

@@ -95,32 +95,39 @@ def test_named_lanes_are_one_per_name_and_keep_their_options() -> None:
         lane.submit(int).result(timeout=TIMEOUT)  # the refusals changed nothing
 
 
-def test_an_idle_named_lane_is_forgotten() -> None:
+def test_an_idle_named_lane_without_options_is_forgotten() -> None:
     with PriorityExecutor(1) as ex:
-        ex.lane("tenant", max_running=1).submit(int).result(timeout=TIMEOUT)
+        ex.lane("tenant").submit(int).result(timeout=TIMEOUT)
         gc.collect()
-        # Nothing references it: a lane of that name may be made anew, with other options.
+        # Nothing references it, and it had nothing to lose: a lane of that name may be
+        # made anew, with options.
+        assert "tenant" not in ex.lanes()
         assert ex.lane("tenant", max_running=3).submit(int).result(timeout=TIMEOUT) == 0
 
 
-def test_a_named_lane_lives_on_while_its_cooldown_is_in_effect() -> None:
+def test_a_named_lane_made_with_options_keeps_them_until_its_shutdown() -> None:
     clock = ManualClock()
     with PriorityExecutor(1, clock=clock) as ex:
         ex.lane("device", max_running=1, cooldown=5).submit(int).result(timeout=TIMEOUT)
-        settle(ex)
+        clock.advance(60)  # long past the cooldown
         gc.collect()
         with pytest.raises(ValueError, match="cooldown"):
             ex.lane("device", cooldown=1)
-        # Even dropped, the lane keeps its limit: the next task waits for the cooldown.
+        device = ex.lane("device")
+        assert (device.max_running, device.cooldown) == (1, 5.0)
+        device.submit(int).result(timeout=TIMEOUT)
+        # Dropped, the lane keeps its limit: the next task waits for the cooldown.
+        del device
+        gc.collect()
         log = Log(clock)
         ex.lane("device").submit(log.job("next"))
-        settle(ex)
+        clock.settle()
         assert log.labels() == []
         clock.advance(5)
         log.wait_for(1)
-        settle(ex)
-        clock.advance(5)
-        gc.collect()
+        # Shut down, it frees its name.
+        ex.lane("device").shutdown()
+        assert "device" not in ex.lanes()
         assert ex.lane("device", cooldown=1).submit(int).result(timeout=TIMEOUT) == 0
 
 
@@ -703,18 +710,22 @@ def test_submits_cancels_and_shutdown_racing_keep_every_limit_and_lose_nothing(
 
 
 def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
-    # One lane per tenant, each used once: once idle, with no limit in effect, each lane is
-    # forgotten, so memory does not grow with the number of tenants ever seen. Counted in
-    # the interpreter's allocated blocks (tracemalloc would triple the test's time): 100k
-    # live lanes would hold over a million.
+    # One lane per tenant, each used once: a lane without options is forgotten once idle,
+    # one with options once shut down, so memory does not grow with the number of tenants
+    # ever seen. Counted in the interpreter's allocated blocks (tracemalloc would triple
+    # the test's time): 100k live lanes would hold over a million.
     with PriorityExecutor(2) as ex:
         ex.lane("warm-up", max_running=1).submit(int).result(timeout=TIMEOUT)
         gc.collect()
         before = sys.getallocatedblocks()
         for batch in range(100):
-            futures = [
-                ex.lane(f"tenant-{batch}-{i}", max_running=1).submit(int) for i in range(1000)
-            ]
+            futures = []
+            for i in range(1000):
+                if i % 2:
+                    futures.append(ex.lane(f"tenant-{batch}-{i}").submit(int))
+                else:
+                    with ex.lane(f"tenant-{batch}-{i}", max_running=1) as lane:
+                        futures.append(lane.submit(int))
             assert not wait(futures, timeout=TIMEOUT).not_done
             del futures
         settle(ex)
@@ -722,6 +733,7 @@ def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
         after = sys.getallocatedblocks()
         assert after <= 1.1 * before, f"{after - before} blocks left by 100k idle lanes"
         assert ex.stats().completed == 100_001
+        assert list(ex.lanes()) == ["warm-up"]
 
 
 @pytest.mark.parametrize("round_", range(10))

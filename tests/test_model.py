@@ -99,11 +99,11 @@ LANE_OPTIONS = st.fixed_dictionaries(
         "priority": st.sampled_from([None, 5]),
         "max_running": st.sampled_from([None, 1, 1, 2]),
         "max_starts": st.sampled_from([None, 1, 2]),
-        "per": st.sampled_from([1, 2, 3]),
+        "per": st.sampled_from([None, 1, 2, 3]),
         "cooldown": st.sampled_from([None, 0, 0.5, 2]),
         "retry": st.one_of(RETRIES, st.none()),
     }
-)
+).filter(lambda options: options["per"] is None or options["max_starts"] is not None)
 
 
 # -- the reference model ------------------------------------------------------------------
@@ -118,7 +118,7 @@ class MLane:
         priority: int | None,
         max_running: int | None,
         max_starts: int | None,
-        per: float,
+        per: float | None,
         cooldown: float | None,
         retry: Retry | None,
     ) -> None:
@@ -126,7 +126,7 @@ class MLane:
         self.priority = priority or 0
         self.max_running = max_running
         self.max_starts = max_starts
-        self.per = per
+        self.per = 1.0 if per is None else per
         self.cooldown = cooldown
         self.retry = retry
         self.usage = LaneUsage()

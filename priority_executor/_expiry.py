@@ -1,0 +1,56 @@
+"""Expiry: how a task that did not start by its deadline is told apart from a cancelled one.
+
+Its future is cancelled, as ``concurrent.futures`` knows no other way to say "will never
+run": ``cancelled()`` is True, and ``wait()``, ``as_completed()`` and existing handlers of
+``CancelledError`` work unchanged. What differs is what ``result()`` and ``exception()``
+raise: ``Expired``, which names the deadline. The future carries that (``_expired``) from
+before it is cancelled, so whoever sees it cancelled finds it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from concurrent.futures import CancelledError, Future
+from typing import Any, Callable
+
+from ._arguments import callable_name
+
+_LOGGER = logging.getLogger("priority_executor")
+
+
+class Expired(CancelledError):
+    """A task did not start by its deadline (``expires``), so the executor cancelled it:
+    what ``result()`` and ``exception()`` of its future raise. A ``CancelledError``, so
+    handlers of a cancellation still catch it; a user's ``cancel()`` gives the plain one.
+
+    ``deadline``: when it expired, as an aware datetime (the wall time of the executor's
+    clock); ``task``: the name of the task's callable."""
+
+    def __init__(self, deadline: datetime.datetime, task: str = "the task") -> None:
+        super().__init__(
+            f"{task} expired: not started by its deadline,"
+            f" {deadline.isoformat(sep=' ', timespec='milliseconds')}"
+        )
+        self.deadline = deadline
+        self.task = task
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.deadline, self.task))
+
+
+def mark_expired(future: Future[Any], fn: Callable[..., Any], wall: float) -> None:
+    """The task of ``future``, whose call is ``fn``, expired at ``wall`` (a time.time()):
+    say so on the future, before it is cancelled, and in the log."""
+    when = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone()
+    name = callable_name(fn)
+    future._expired = (when, name)  # type: ignore[attr-defined]
+    _LOGGER.debug("Task %s expired: not started by its deadline, %s", name, when)
+
+
+def raise_if_expired(future: Future[Any]) -> None:
+    """Raise ``Expired`` if the cancelled ``future`` expired (a fresh one each time: one
+    instance raised in many places would collect all their tracebacks)."""
+    expired = future._expired  # type: ignore[attr-defined]  # an OwnFuture
+    if expired is not None:
+        raise Expired(*expired) from None
