@@ -376,17 +376,19 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 f"future must be one that this executor or one of its lanes returned,"
                 f" got {future!r}"
             )
+        # None only for a series that ended (see RecurringTask.__call__): its arguments are
+        # still checked, as for any series, before it answers False.
         task = future._task
-        if task is None:
-            return False  # a series that ended (see RecurringTask.__call__)
         clock = self._clock
         now = clock.now()
         due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
         deadline = None if expires is None else expiry_time(clock, now, expires)
         if priority is not None:
             self._check_priority(priority)
-        if deadline is not None and task.recurrence is not None:
+        if deadline is not None and (task is None or task.recurrence is not None):
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
+        if task is None:
+            return False
         return self._scheduler.reschedule(future, priority, due, deadline, now)
 
     def stats(self) -> ExecutorStats:
