@@ -568,10 +568,8 @@ class Scheduler:
                         lone: Task = intake[0][-1]
                         if lone.state == INTAKE and lone.lane is None:
                             intake.popleft()
-                            lone.state = STARTED
-                            self._counts[STARTED] += 1
-                            if self.gate is not None:
-                                self.gate.waiting.pop()
+                            self._counts[INTAKE] += 1  # out of the intake's length, as a drain
+                            self._claim(lone, STARTED)
                             return lone
                     self._drain_intake()
                 while in_order or ready:
