@@ -9,10 +9,14 @@ from __future__ import annotations
 import datetime
 import functools
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # _clock imports this module
-    from ._clock import Clock
+
+class Clock(Protocol):
+    """A clock, as the arguments are turned into times on it (see _clock)."""
+
+    def now(self) -> float: ...
+    def wall(self) -> float: ...
 
 
 def check_int(name: str, value: object) -> int:

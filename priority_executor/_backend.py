@@ -14,16 +14,12 @@ import functools
 import sys
 import threading
 import weakref
-from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, wait
-from typing import TYPE_CHECKING, Any, Callable, Literal, TypeVar, Union, cast
+from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED
+from typing import Any, Callable, Literal, TypeVar, Union
 
 from . import _lifecycle
-from ._recurring import RecurringTask
-from ._retry import RetryingTask
-from ._task import CANCELLED, COMPLETED, FAILED, OwnFuture, Tally, Task
-
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+from ._task import OwnFuture
 
 T = TypeVar("T")
 
@@ -31,11 +27,12 @@ BackendArgument = Union[Executor, Literal["process"], None]
 
 
 class RemoteFuture(OwnFuture[T]):
-    """The future of a task for a backend. Once the task has been handed off, ``cancel()``
-    is forwarded to the backend's future, whose answer it returns (a process pool's: True
-    only while the call has not started)."""
+    """The future of a one-shot task for a backend. It stays pending while the backend runs
+    the call, and ``cancel()``, once the task has been handed off, is forwarded to the
+    backend's future, whose answer it returns (a process pool's: True only while the call
+    has not started)."""
 
-    def __init__(self, owner: weakref.ref[Scheduler]) -> None:
+    def __init__(self, owner: weakref.ref[Any]) -> None:
         super().__init__(owner)
         # Held across the hand-off, so that a cancel() comes either before it (and the task
         # is never handed off) or after it (and is forwarded). Reentrant: cancel() runs the
@@ -50,16 +47,32 @@ class RemoteFuture(OwnFuture[T]):
                 return super().cancel()
             if not remote.cancel():
                 return False
-            self._cancel_handed_off()
+            self._cancelled_there()
             return True
 
-    def _cancel_handed_off(self) -> None:
-        """The backend's future was cancelled: cancel this one too, and report it to
-        ``wait()`` and ``as_completed()`` now. Under ``_handoff``."""
-        if not self.cancelled():
-            super().cancel()
-            # A process pool reports a cancelled call only when its queue reaches it.
+    def _hand_off(self, submit: Callable[[], Future[T]]) -> Future[T] | None:
+        with self._handoff:
+            if self.cancelled():  # cancelled between the claim and the hand-off
+                return None
+            self._remote = remote = submit()
+        return remote
+
+    def _cancelled_there(self) -> None:
+        # The call will never run: this future is cancelled, whoever cancelled the call,
+        # and reported to wait() and as_completed() now (a process pool reports a
+        # cancelled call only when its queue reaches it).
+        with self._handoff:
+            if not self.cancelled():
+                super().cancel()
             self.set_running_or_notify_cancel()
+
+    def set_running_or_notify_cancel(self) -> bool:
+        # Its worker reports the outcome as for any task (see _task.run), and a
+        # cancellation may have been reported already, by the above.
+        with self._condition:
+            if self._state == CANCELLED_AND_NOTIFIED:
+                return False
+        return super().set_running_or_notify_cancel()
 
     def running(self) -> bool:
         # This future stays pending while the backend runs the call, so that cancel() can
@@ -75,54 +88,38 @@ class Backend:
         self.executor = executor
         self._owned = owned  # created for a string shorthand: ours to shut down
 
-    def run(self, task: Task, tally: Tally) -> None:
-        """Run a claimed task's call in the backend, from a worker thread that waits for it."""
-        scheduler = task.scheduler
-        if isinstance(task, (RecurringTask, RetryingTask)):
-            # The future of a series, or of a task tried again, stays ours (cancelling it
-            # stops what follows, not the call in progress): only each call goes to the
-            # backend, and a retry is handed off anew.
-            task.run(tally, functools.partial(self._call, scheduler))
-            return
-        future, fn, args, kwargs = task.hand_over()
-        future = cast(RemoteFuture[Any], future)
-        with future._handoff:
-            if future.cancelled():  # cancelled between the claim and the hand-off
-                future.set_running_or_notify_cancel()
-                tally[CANCELLED] += 1
-                return
-            remote = future._remote = self._submit(scheduler, fn, args, kwargs)
-        del fn, args, kwargs  # the backend has them; they must not live as long as the call
-        # Waiting here, rather than in a callback, keeps the slot taken until the call ends,
-        # and runs the future's callbacks in this thread, never in the backend's own.
-        wait((remote, future), return_when=FIRST_COMPLETED)
-        if remote.cancelled():  # by cancel(), or by the backend (its owner, a lost cluster)
-            tally[CANCELLED] += 1
-            with future._handoff:
-                future._cancel_handed_off()
-            return
-        try:
-            result = self._result(scheduler, remote)
-        except BaseException as exc:
-            tally[FAILED] += 1
-            future.set_exception(exc)
-            del future  # the traceback holds this frame, and the future holds the traceback
-            return
-        tally[COMPLETED] += 1
-        future.set_result(result)
-
-    def _call(
-        self, scheduler: Scheduler, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
+    def call(
+        self, future: OwnFuture[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
     ) -> Any:
-        """Run one call of a recurring series in the backend; return or raise its outcome."""
-        return self._result(scheduler, self._submit(scheduler, fn, args, kwargs))
+        """Make a claimed task's call in the backend, from a worker thread that waits for it
+        (see ``_task.run``): return or raise its outcome. Waiting here, rather than in a
+        callback, keeps the worker's slot taken until the call ends, and runs the future's
+        callbacks in this thread, never in the backend's own."""
+        remote = future._hand_off(functools.partial(self._submit, fn, args, kwargs))
+        del fn, args, kwargs  # the backend has them; they must not live as long as the call
+        if remote is None:
+            raise CancelledError  # the future is cancelled: the outcome is dropped
+        try:
+            return remote.result()
+        except CancelledError:
+            # By cancel(), or by the backend itself (its owner, a lost cluster): the call
+            # will never run.
+            future._cancelled_there()
+            raise
+        except BaseException as exc:
+            if isinstance(exc, BrokenExecutor) or (
+                isinstance(remote, _Refused) and _refuses_all(exc)
+            ):
+                # First: whoever sees this call fail finds later submits refused.
+                owner = future._owner()
+                if owner is not None:
+                    owner.break_pool(exc)
+            raise
 
-    def _submit(
-        self, scheduler: Scheduler, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
-    ) -> Future[Any]:
+    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Future[Any]:
         """Hand a call over. A refusal becomes the call's outcome; one that every later call
         would meet as well (the backend is broken or shut down) breaks the executor when the
-        outcome is read (see _result), outside the hand-off: breaking completes other
+        outcome is read (see call), outside the hand-off: breaking completes other
         futures, whose callbacks may cancel this one."""
         try:
             return self.executor.submit(fn, *args, **kwargs)
@@ -130,18 +127,6 @@ class Backend:
             refused: Future[Any] = _Refused()
             refused.set_exception(exc)
             return refused
-
-    @staticmethod
-    def _result(scheduler: Scheduler, remote: Future[Any]) -> Any:
-        try:
-            return remote.result()
-        except BaseException as exc:
-            if isinstance(exc, BrokenExecutor) or (
-                isinstance(remote, _Refused) and _refuses_all(exc)
-            ):
-                # First: whoever sees this call fail finds later submits refused.
-                scheduler.break_pool(exc)
-            raise
 
     def close(self) -> None:
         """Shut down the backend if this executor created it. Called once no task can reach

@@ -10,12 +10,16 @@ import datetime
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import _arguments, _threads
 
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+
+class Scheduler(Protocol):
+    """A scheduler, as a clock drives it."""
+
+    def promote_due(self) -> None: ...
+    def quiet(self) -> bool: ...
 
 
 class Clock(Protocol):

@@ -7,6 +7,7 @@ shut down without waiting, as ``ThreadPoolExecutor`` is.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Callable, Literal, cast
 
-from . import _lifecycle, _submitting
+from . import _control, _lifecycle, _submitting
 from ._arguments import (
     check_callable,
     check_int,
@@ -31,13 +32,14 @@ from ._arguments import (
 )
 from ._backend import RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
+from ._extension import Extension
 from ._lanes import Lane, LaneState, make_lane_state
 from ._policies import Aging, Policy, PriorityFirst
-from ._recurring import Recurrence, RecurringTask
-from ._retry import Retry, RetryingSeries, RetryingTask, check_retry
+from ._recurring import Recurrence
+from ._retry import Retry, check_retry
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
-from ._task import ExpiringTask, LaneTask, OwnFuture, Task
+from ._task import Extended, Owner, OwnFuture, Task
 from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
@@ -115,7 +117,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
         _lifecycle.register(scheduler)
         # How its tasks' futures reach the scheduler (see OwnFuture).
-        self._owner = weakref.ref(scheduler)
+        self._owner: weakref.ref[Owner] = weakref.ref(scheduler)
         # The futures of its tasks: those of a series, or of a task tried again, stay ours
         # with a backend too (each call is handed off); any other is the backend's to run.
         self._future_type: type[OwnFuture[Any]] = (
@@ -159,23 +161,14 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             check_priority(priority)
         scheduler = self._scheduler
         retry = self._retry if lane is None else self._retry_for(lane)  # no call on the plain path
-        future: OwnFuture[Any]
-        task: Task
-        if retry is not None:
-            # Its future stays ours across attempts, with a backend too: each attempt's call
-            # is handed off.
-            future = OwnFuture(self._owner)
-            task = RetryingTask(
-                scheduler, fn, args, kwargs, future, priority, due, deadline, lane, retry
-            )
+        # Its future stays ours across a retry's attempts, with a backend too: each
+        # attempt's call is handed off.
+        future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
+        if lane is None and deadline is None and retry is None:
+            task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
         else:
-            future = self._future_type(self._owner)
-            if lane is not None:
-                task = LaneTask(scheduler, fn, args, kwargs, future, priority, due, deadline, lane)
-            elif deadline is None:
-                task = Task(scheduler, fn, args, kwargs, future, priority, due)
-            else:
-                task = ExpiringTask(scheduler, fn, args, kwargs, future, priority, due, deadline)
+            task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
+            task.ext = Extension(deadline, lane, retry, None)
         scheduler.add(task, due <= now)
         return future
 
@@ -209,14 +202,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             priority = 0 if lane is None else lane.priority
         self._check_priority(priority)
         future: OwnFuture[None] = OwnFuture(self._owner)
-        task_args = (self._scheduler, fn, args, kwargs, future, priority, due)
-        retry = self._retry_for(lane)
-        task = (
-            RecurringTask(*task_args) if retry is None else RetryingSeries(*task_args, retry=retry)
-        )
-        task.recurrence = Recurrence(due, period, fixed_rate)
-        task.lane = lane
-        self._scheduler.add(task, due <= now)
+        scheduler = self._scheduler
+        task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
+        recurrence = Recurrence(due, period, fixed_rate)
+        task.ext = Extension(None, lane, self._retry_for(lane), recurrence)
+        scheduler.add(task, due <= now)
         return future
 
     def _check_priority(self, priority: object) -> None:
@@ -297,7 +287,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
 
     def _lane_facade(self, state: LaneState) -> Lane:
         return Lane(
-            state, self._scheduler, self._schedule, self._schedule_recurring, self._forget_lane
+            state,
+            self._scheduler,
+            self._schedule,
+            self._schedule_recurring,
+            self._forget_lane,
+            functools.partial(_control.waiting, self._scheduler),
         )
 
     def _forget_lane(self, state: LaneState) -> None:
@@ -376,7 +371,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 f"future must be one that this executor or one of its lanes returned,"
                 f" got {future!r}"
             )
-        # None only for a series that ended (see RecurringTask.__call__): its arguments are
+        # None only for a series that ended (see Task.__call__): its arguments are
         # still checked, as for any series, before it answers False.
         task = future._task
         clock = self._clock
@@ -385,21 +380,23 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         deadline = None if expires is None else expiry_time(clock, now, expires)
         if priority is not None:
             self._check_priority(priority)
-        if deadline is not None and (task is None or task.recurrence is not None):
+        if deadline is not None and (
+            task is None or (task.ext is not None and task.ext.recurrence is not None)
+        ):
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
         if task is None:
             return False
-        return self._scheduler.reschedule(future, priority, due, deadline, now)
+        return _control.reschedule(self._scheduler, future, priority, due, deadline, now)
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""
-        return self._scheduler.stats()
+        return _control.stats(self._scheduler)
 
     def waiting(self) -> list[WaitingTask]:
         """A consistent snapshot of every task not started yet: the due ones first, in the
         order workers would start them, then the others by due time. For debugging and
         dashboards: O(n log n) under the scheduler's lock, not for hot paths."""
-        return self._scheduler.waiting()
+        return _control.waiting(self._scheduler)
 
     def __repr__(self) -> str:
         stats = self.stats()

@@ -1,11 +1,13 @@
 """Lanes: limits per kind of work, on the executor's workers.
 
-A lane's tasks are ordinary tasks that carry their lane. The scheduler asks a lane one
-question, when a worker is about to start one of its tasks: may it start now, and if not,
-when? (``LaneState.blocked_until``). A task that may not start is *throttled*: the scheduler
-moves it out of the ready heap into its lane's own heap, so that it holds back no other
-lane's task, and moves the lane's best tasks back when the lane has room again: when one of
-its runs ends, or when a timer in the pending heap says that a window or a cooldown passed.
+A lane's tasks are ordinary tasks whose extension carries their lane (see ``_extension``).
+The scheduler calls the lane's hooks at its tasks' transitions: when a worker is about to
+start one, may it start now (``LaneState.start``, which asks ``blocked_until``)? A task that
+may not start is *throttled*: moved out of the ready heap into its lane's own heap, so that
+it holds back no other lane's task. The lane gives its best tasks back to the workers when
+it has room again (``release``): when one of its runs ends (``ended``), when a task that
+held its room leaves, or when a ``LaneTimer`` in the pending heap says that a window or a
+cooldown passed.
 
 A named lane made with options is kept by its executor until the lane's shutdown, so that
 its limits hold whoever looks it up later; one made without options has nothing to lose,
@@ -14,30 +16,45 @@ and is found by name only while anything references it (see ``PriorityExecutor.l
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
 from collections import deque
 from concurrent.futures import Future
 from datetime import datetime, timedelta
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import _threads
 from ._arguments import check_int, check_priority, seconds
 from ._retry import check_retry
-from ._stats import ExecutorStats
+from ._stats import ExecutorStats, make_stats
 from ._submitting import Executor
-from ._task import READY, STARTED, STATES, TimerEntry
+from ._task import (
+    CANCELLED,
+    INTAKE,
+    READY,
+    STARTED,
+    STATES,
+    THROTTLED,
+    WAITING,
+    Alarm,
+    Core,
+    Hooks,
+)
 from ._waiting import WaitingTask
 
 if TYPE_CHECKING:
+    from ._effects import Effects
     from ._retry import Retry
     from ._scheduler import Scheduler
     from ._task import Task
 
 
 class LaneState:
-    """One lane as the scheduler sees it: its limits and how it uses them. Changed only
-    under the scheduler's lock."""
+    """One lane as the scheduler sees it: its limits, how it uses them, and its throttled
+    tasks. Changed only under the scheduler's lock (but ``in_hand``: see LaneTally)."""
 
     __slots__ = (
         "__weakref__",
@@ -63,6 +80,7 @@ class LaneState:
         "throttled",
         "timed",
         "timer",
+        "tracked",
     )
 
     def __init__(
@@ -94,6 +112,8 @@ class LaneState:
         # Throttled tasks given the room back, until a worker takes them (see room()).
         self.given: set[Task] = set()
         self.timer: LaneTimer | None = None  # the live one, if any
+        # Listed among the scheduler's holders: while it has due tasks (see track()).
+        self.tracked = False
         self.counts = [0] * STATES  # this lane's tasks in each state (not in the intake)
         self.closed = False
         self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
@@ -116,7 +136,7 @@ class LaneState:
             "survive_failures": self.survive_failures,
         }
 
-    # -- the seam: may a task start now, and if not, when? -------------------------------------
+    # -- the limits: may a task start now, and if not, when? ---------------------------------
 
     def blocked_until(self, now: float) -> float:
         """When the next task may start: at or before ``now`` if it may now; ``math.inf``
@@ -133,11 +153,8 @@ class LaneState:
                 when = max(when, starts[0] + self.per)
         return when
 
-    def room(self, now: float) -> float:
-        """How many more throttled tasks may be given back to the workers now: as many as
-        every limit lets start, less those given it already and not yet taken by a worker
-        (each holds its room until then: else every look at the lane would give that room
-        again, to one more task). Negative when a task that was never throttled took it."""
+    def _startable(self, now: float) -> float:
+        """How many more of its tasks every limit lets start now."""
         if self.blocked_until(now) > now:
             return 0
         room = math.inf
@@ -145,7 +162,20 @@ class LaneState:
             room = self.max_running - self.running
         if self.starts is not None:
             room = min(room, self.max_starts - len(self.starts))  # type: ignore[operator]
-        return room - len(self.given)
+        return room
+
+    def room(self, now: float) -> float:
+        """How many more throttled tasks may be given back to the workers now: as many as
+        every limit lets start, less those given it already and not yet taken by a worker
+        (each holds its room until then: else every look at the lane would give that room
+        again, to one more task). Negative when a task that was never throttled took it."""
+        return self._startable(now) - len(self.given)
+
+    def held_back(self, now: float) -> int:
+        """How many of its ready tasks cannot start now, its limits being reached: they
+        count as throttled (see ``Scheduler.stats``), though they stay in the ready heap
+        until a worker comes to throttle them (see ``start``)."""
+        return max(0, self.counts[READY] - max(0, int(min(self._startable(now), 1 << 62))))
 
     def more_room_at(self, now: float) -> float:
         """When time alone next gives the lane more room than ``room(now)``, always after
@@ -163,54 +193,149 @@ class LaneState:
             return starts[0] + self.per
         return math.inf
 
-    def start(self, task: Task, now: float) -> None:
-        """One of its ready tasks starts at ``now``."""
-        counts = self.counts
-        counts[READY] -= 1
-        counts[STARTED] += 1
-        if self.given:
-            self.given.discard(task)  # it took the room it was given
-        self.running += 1
-        if self.starts is not None:
-            self.starts.append(now)
+    # -- the hooks of its tasks (see _extension), under the scheduler's lock -----------------
 
-    def end(self, state: int | None, at: float) -> bool:
-        """A run of its tasks ended at ``at``, in ``state`` (None: to be tried again).
-        Returns whether the end may matter beyond the counts: throttled tasks may have its
-        room, or a shutdown may wait for it (see ``Scheduler._lane_run_over``). Most lanes'
-        ends do not: no call is made for them."""
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+        """A worker took a ready task of the lane: STARTED if the lane lets it start now;
+        else THROTTLED, the task held in the lane, so that it holds back no other lane's."""
+        now = core.now()
+        if self.blocked_until(now) <= now:
+            throttled = self.throttled
+            while throttled and throttled[0][-1].state != THROTTLED:
+                heappop(throttled)  # claimed where it stood
+            # The lane has room: for this task unless one of its throttled tasks comes first
+            # (it has room since a moment ago, and the promoter has not released it yet).
+            if not throttled or entry < throttled[0]:
+                return STARTED
+        core.move(task, THROTTLED, effects)
+        heappush(self.throttled, entry)
+        self.release(core, effects, worker_coming=True)
+        self.track(core)
+        return THROTTLED
+
+    def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        """One of its tasks moved from ``was`` to ``state`` (see ``Scheduler.move``)."""
+        counts = self.counts
+        if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
+            counts[was] -= 1
+        counts[state] += 1
+        given = self.given
+        if state == STARTED:
+            self.running += 1
+            if self.starts is not None:
+                self.starts.append(core.now())
+            if given:
+                given.discard(task)  # it took the room it was given
+            if self.throttled:  # the start may fill a window the others must wait out
+                self.release(core, effects)
+        elif was == STARTED:
+            # An attempt that failed, to be tried again: its run is over, its room free.
+            self.running -= 1
+            self.last_end = core.now()
+            self.retries += 1
+            if self.throttled:
+                self.release(core, effects, worker_coming=True)  # its worker goes on to take()
+        elif state == READY and was == THROTTLED:
+            given.add(task)
+        elif state == THROTTLED:
+            given.discard(task)  # it did not take the room it was given: another may
+        elif state > STARTED and was <= READY:
+            self._claimed(task, was, core, effects)
+        self.track(core)
+
+    def track(self, core: Core) -> None:
+        """List the lane among the scheduler's holders while any of its tasks is due: its
+        throttled ones are waiting tasks, and its ready ones may be held back (see
+        ``held_back``)."""
+        due = bool(self.counts[READY] or self.throttled)
+        if due is not self.tracked:
+            self.tracked = due
+            core.holding(self, due)
+
+    def _claimed(self, task: Task, was: int, core: Core, effects: Effects) -> None:
+        """A waiting task of the lane was claimed other than to start: it leaves the lane."""
+        if self.given:
+            self.given.discard(task)
+        throttled = self.throttled
+        if was == THROTTLED:
+            # Compacting when at least half the entries are dead costs O(1) per claim.
+            if len(throttled) > 2 * self.counts[THROTTLED]:
+                throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
+                heapify(throttled)
+        elif throttled:
+            # A task given back to the workers will not start: its room is another's.
+            self.release(core, effects)
+        self.settled(effects)
+
+    def ended(self, state: int, at: float, core: Core, effects: Effects) -> None:
+        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally): its room goes
+        to its next task; a closed lane may be drained."""
         counts = self.counts
         counts[STARTED] -= 1
-        if state is not None:
-            counts[state] += 1
+        counts[state] += 1
         self.running -= 1
         self.last_end = at
-        return bool(self.throttled) or self.drained is not None
+        if self.throttled:
+            self.release(core, effects)
+        self.settled(effects)
 
-    def moved(self, was: int | None, state: int | None) -> None:
-        """Count one of its tasks moved from ``was`` (None: a new one) into ``state`` (None:
-        not counted until it is queued again)."""
-        counts = self.counts
-        if was is not None:
-            counts[was] -= 1
-        if state is not None:
-            counts[state] += 1
+    def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
+        """Hold a task just moved THROTTLED, until the lane has room for it."""
+        heappush(self.throttled, entry)
+        self.release(core, effects)
+        self.track(core)
+
+    def release(self, core: Core, effects: Effects, *, worker_coming: bool = False) -> bool:
+        """Give the best throttled tasks back to the workers, as many as the limits let
+        start now; if a window or cooldown holds the others back, look again when it passes.
+        ``worker_coming``: the caller is a worker on its way to take a task, which takes the
+        first one given back; returns whether it is still free to take another.
+
+        Called wherever the lane's room may have changed: so that its throttled tasks never
+        wait while it has room, and a look is planned whenever time alone gives it more."""
+        throttled, now = self.throttled, core.now()
+        room = self.room(now)
+        while throttled and room > 0:
+            entry = heappop(throttled)
+            task = entry[-1]
+            if task.state != THROTTLED:
+                continue  # claimed where it stood
+            worker_coming = core.give_back(entry, effects, worker_coming)
+            room -= 1
+        if not throttled:
+            self.track(core)
+            return worker_coming
+        # No room left for them: look again when time alone gives more, never at a time
+        # already passed. That look would come in this same promotion, while the tasks just
+        # given the room still hold it, and give it again; they look again themselves as
+        # they leave the ready heap (see start, moved).
+        when = self.more_room_at(now)
+        if when < math.inf:  # else a run of the lane ends first, and releases
+            timer = self.timer
+            if timer is None or timer._when > when:  # else that look sets the next one
+                if timer is not None:
+                    core.alarm_died()
+                self.timer = timer = LaneTimer(self, when, core.next_seq())
+                core.set_alarm(timer, effects)
+        return worker_coming
+
+    def settled(self, effects: Effects) -> None:
+        """A closed lane is drained once nothing of it waits or runs, and its runs' futures
+        are done."""
+        drained = self.drained
+        if drained is not None and not self.in_hand and not self.busy():
+            effects.later.append(drained.set)
 
     def busy(self) -> bool:
         """Whether any of its tasks waits or runs."""
         counts = self.counts
         return any(counts[: STARTED + 1])
 
-    def drained_now(self) -> bool:
-        """Whether a closed lane is drained: none of its tasks waits or runs, and every
-        run's future is done."""
-        return self.drained is not None and not self.in_hand and not self.busy()
-
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"
 
 
-class LaneTimer(TimerEntry):
+class LaneTimer(Alarm):
     """An entry of the pending heap: look at a lane again when a window or cooldown passes."""
 
     __slots__ = ("_seq", "_when", "lane")
@@ -223,31 +348,49 @@ class LaneTimer(TimerEntry):
     def live(self) -> bool:
         return self.lane.timer is self
 
+    def fire(self, core: Core, now: float, effects: Effects) -> None:
+        lane = self.lane
+        lane.timer = None
+        if lane.throttled:
+            lane.release(core, effects)
+
 
 class LaneTally:
     """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
-    in the worker's tally, as any run does, and posts its end to the scheduler, without
-    the lock, before its future completes (see ``Scheduler.lane_run_ended``).
+    in the worker's tally, as any run does, and in its lane, before its future completes.
 
-    So the lane has its room back before the worker is done with the future: the worker is
-    counted in the lane's ``in_hand`` for the whole run, and a closed lane is drained only
-    once none is (``finished()``)."""
+    The lane counts it at once, under the scheduler's lock, when anyone waits for its room
+    (a throttled task, a shutdown): so a throttled task starts as the run ends, not once
+    the future's callbacks are done (which may wait for it). Else the end is posted, for
+    the next thread that takes the lock to count (see ``Scheduler.post``): most lanes'
+    runs end with no one waiting, and pay no lock for it. The worker is counted in the
+    lane's ``in_hand`` for the whole run, and a closed lane is drained only once none is
+    (``finished()``)."""
 
-    __slots__ = ("lane", "scheduler", "tally", "task")
+    __slots__ = ("core", "lane", "tally", "task")
 
-    def __init__(self, tally: list[int], task: Task, lane: LaneState, scheduler: Scheduler) -> None:
+    def __init__(self, tally: list[int], task: Task, lane: LaneState, core: Core) -> None:
         self.tally = tally  # the worker's
         self.task = task
-        # The task's lane, held here: counting the end may take the task's (_lane_claimed).
         self.lane = lane
-        self.scheduler = scheduler
+        self.core = core
         lane.in_hand.append(None)
 
     def __getitem__(self, state: int) -> int:
         return self.tally[state]
 
     def __setitem__(self, state: int, count: int) -> None:
-        self.scheduler.lane_run_ended(self.task, state)
+        lane, core = self.lane, self.core
+        end = functools.partial(_run_ended, self.task.ext, lane, state, core.now(), core)
+        if lane.throttled or lane.drained is not None:
+            core.locked(end)
+        else:
+            core.post(end)
+            # After the post: a task throttled since, by a thread that counted the posts
+            # before this one, is released by whoever counts this one; this look makes it
+            # this thread, now.
+            if lane.throttled:
+                core.locked(core.count_posted)
         self.tally[state] = count
 
     def finished(self) -> None:
@@ -255,9 +398,76 @@ class LaneTally:
         lane = self.lane
         lane.in_hand.pop()
         # After the pop: a shutdown that creates ``drained`` after this look finds this
-        # run no longer in hand, and decides for itself (see close_lane).
+        # run no longer in hand, and decides for itself (see close).
         if lane.drained is not None and not lane.in_hand:
-            self.scheduler.lane_finished(lane)
+            self.core.locked(lambda effects: lane.settled(effects))
+        del self.task  # the worker lets go of the task, and its result, at once
+
+
+def _run_ended(
+    ext: Hooks | None, lane: LaneState, state: int, at: float, core: Core, effects: Effects
+) -> None:
+    if ext is not None:
+        ext.run_over()  # a one-shot's future, which the user may keep, lets go of the lane
+    lane.ended(state, at, core, effects)
+
+
+def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:
+    """A lane's shutdown: it takes no more tasks; its series end; with ``cancel_futures``,
+    its waiting tasks are cancelled."""
+
+    def step(effects: Effects) -> None:
+        # Closed before the drain: a submit that appends to the intake after it sees the
+        # lane closed, and takes its task back (see Scheduler.add).
+        lane.closed = True
+        core.count_posted(effects)
+        core.drain_intake(effects, closing=lane)
+        if cancel_futures:
+            lane.cancelled = True
+            for task in core.claim_waiting(CANCELLED, effects, lane):
+                effects.later.append(task.abandon)
+        # Their futures, as they complete, tell their tasks: that ends the series.
+        effects.later.extend(
+            task.future.cancel
+            for task in core.series
+            if task.ext is not None and task.ext.lane is lane
+        )
+        if lane.drained is None:
+            # Before the look at the runs in hand: a worker that finished one and saw
+            # no ``drained`` took it out of ``in_hand`` before, so this look does not
+            # find it.
+            lane.drained = threading.Event()
+        lane.settled(effects)
+        core.discarded(effects)
+
+    core.locked(step)
+
+
+def join(lane: LaneState, core: Scheduler) -> None:
+    """Wait until a closed lane's tasks have ended, unless called from one of the
+    executor's own threads (see Scheduler.join()), or in a forked child, where they are all
+    the parent's."""
+    if lane.drained is not None and not core.forked and not _threads.owned_by(core):
+        lane.drained.wait()
+
+
+def stats(lane: LaneState, core: Scheduler) -> ExecutorStats:
+    def step(effects: Effects) -> ExecutorStats:
+        # A lane counts its tasks in the intake once drained, and its runs' ends once
+        # they are posted.
+        core.count_posted(effects)
+        core.drain_intake(effects)
+        counts = list(lane.counts)
+        held = lane.held_back(core.now())
+        counts[READY] -= held
+        counts[THROTTLED] += held
+        if core.forked:
+            # The parent's tasks, which its lanes still count (see after_fork_in_child).
+            for state in (*WAITING, STARTED):
+                counts[state] = 0
+        return make_stats(counts, lane.retries)
+
+    return core.locked(step)
 
 
 def make_lane_state(
@@ -305,12 +515,14 @@ class Lane(Executor):
         schedule: Callable[..., Future[Any]],
         schedule_recurring: Callable[..., Future[None]],
         forget: Callable[[LaneState], object],
+        waiting: Callable[[LaneState], list[WaitingTask]],
     ) -> None:
         self._state = state
         self._scheduler = scheduler
         self._schedule_in = schedule
         self._schedule_recurring_in = schedule_recurring
         self._forget = forget  # the executor's: a closed lane frees its name
+        self._waiting = waiting
         state.facade = weakref.ref(self)
 
     @property
@@ -387,18 +599,18 @@ class Lane(Executor):
         cancelled; with ``cancel_futures``, its tasks not yet started too. With ``wait``,
         return when its remaining tasks have finished (unless called from a task or a
         callback of the executor). Other lanes and the executor go on."""
-        self._scheduler.close_lane(self._state, cancel_futures)
+        close(self._state, self._scheduler, cancel_futures)
         self._forget(self._state)
         if wait:
-            self._scheduler.join_lane(self._state)
+            join(self._state, self._scheduler)
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many of this lane's tasks are in each state."""
-        return self._scheduler.lane_stats(self._state)
+        return stats(self._state, self._scheduler)
 
     def waiting(self) -> list[WaitingTask]:
         """``PriorityExecutor.waiting()`` for this lane's tasks."""
-        return self._scheduler.waiting(self._state)
+        return self._waiting(self._state)
 
     def __repr__(self) -> str:
         state = self._state

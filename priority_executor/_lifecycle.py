@@ -18,10 +18,18 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+
+class Scheduler(Protocol):
+    """A scheduler, as exit and fork reach it."""
+
+    manual_time: bool
+
+    def shutdown(self, cancel_futures: bool, reason: str) -> None: ...
+    def join(self) -> bool: ...
+    def after_fork_in_child(self) -> None: ...
+
 
 _live: weakref.WeakSet[Scheduler] = weakref.WeakSet()
 _exiting = False

@@ -20,12 +20,16 @@ import contextlib
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import _threads
 
-if TYPE_CHECKING:
-    from ._scheduler import Scheduler
+
+class Scheduler(Protocol):
+    """A scheduler, as its promoter reaches it."""
+
+    def now(self) -> float: ...
+    def promote_and_plan(self) -> float | None: ...
 
 
 class Promoter:
@@ -74,13 +78,13 @@ class Promoter:
         _threads.serve(self._loop, scheduler)
 
     def _loop(self, scheduler: Scheduler) -> None:
-        bell, clock = self._bell, scheduler.clock
+        bell = self._bell
         while True:
             wake_at = scheduler.promote_and_plan()
             if wake_at is None:
                 return
             # Read after promoting: a large batch must not make the next timer late.
-            timeout = wake_at - clock.now()
+            timeout = wake_at - scheduler.now()
             if timeout > 0:
                 if timeout == math.inf:
                     bell.acquire()

@@ -2,28 +2,20 @@
 
 A retry is the same task queued again, with a new due time, in the pending heap like any
 delayed task: so it keeps its priority and deadline, and a ``ManualClock`` times it exactly.
-The scheduler asks the task's policy in one place (``Scheduler.try_again``); the plain path
-pays nothing, as only the task classes here have a policy.
+The task's extension asks its policy in one place (``Extension.again_in``); the plain path
+pays nothing, as a plain task has no extension.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import random
-from collections.abc import Mapping
-from concurrent.futures import BrokenExecutor, Future
+from concurrent.futures import BrokenExecutor
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from ._arguments import callable_name, check_int, seconds
-from ._recurring import Call, RecurringTask, call_here
-from ._task import CANCELLED, COMPLETED, FAILED, LaneTask, OwnFuture, Tally
-
-if TYPE_CHECKING:
-    from ._lanes import LaneState
-    from ._scheduler import Scheduler
 
 _LOGGER = logging.getLogger("priority_executor")
 
@@ -144,9 +136,13 @@ def check_retry(retry: object) -> None:
         raise TypeError(f"retry must be a Retry or None, not {type(retry).__name__}")
 
 
+class _Named(Protocol):
+    name: str | None
+
+
 def log_retry(
     fn: Callable[..., Any],
-    lane: LaneState | None,
+    lane: _Named | None,
     attempt: int,
     attempts: int,
     wait: float,
@@ -176,108 +172,6 @@ def _number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
     return float(value)
-
-
-class RetryingTask(LaneTask):
-    """A one-shot task whose failed attempts are tried again, as its policy says; of a
-    lane or not, with a start deadline or not.
-
-    Its future stays pending until the last attempt ends, as a series' does, so that
-    ``cancel()`` succeeds at any time: no attempt starts after it, and the outcome of one in
-    progress is dropped. Between attempts it waits in the pending heap (see
-    ``Scheduler.try_again``).
-    """
-
-    __slots__ = ("attempt", "error", "retry")
-    retry: Retry
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        future: OwnFuture[Any],
-        priority: int,
-        due: float,
-        deadline: float | None,
-        lane: LaneState | None,
-        retry: Retry,
-    ) -> None:
-        super().__init__(scheduler, fn, args, kwargs, future, priority, due, deadline, lane)
-        self.retry = retry
-        self.attempt = 1
-        # The last attempt's exception while its retry waits: the task's outcome, should the
-        # retry not start by the deadline.
-        self.error: BaseException | None = None
-
-    def run(self, tally: Tally, call: Call = call_here) -> None:
-        """Make one attempt, in a worker, after the claim; ``call(fn, args, kwargs)`` makes the
-        call, here or in a backend."""
-        result = error = None
-        if not self.future.cancelled():  # else cancelled since the claim: nothing starts
-            self.error = None
-            try:
-                result = call(self.fn, self.args, self.kwargs)
-            except BaseException as exc:
-                self.error = exc
-                if self.scheduler.try_again(self, exc):
-                    # Queued again: the task is no longer this worker's. No local holds
-                    # the exception, whose traceback holds this frame: once the task lets
-                    # go of it, it is freed, and the call's arguments with it.
-                    return
-                error = exc
-        future = self.hand_over()[0]
-        # Atomic with cancel(): a cancellation that came during the attempt wins, drops the
-        # attempt's outcome and is reported here (told of it, a started task does nothing).
-        if not future.set_running_or_notify_cancel():
-            tally[CANCELLED] += 1
-        elif error is None:
-            tally[COMPLETED] += 1
-            future.set_result(result)
-        else:
-            tally[FAILED] += 1
-            future.set_exception(error)
-            # The traceback holds this frame, and the future holds the traceback.
-            del future, error
-
-    def abandon(self) -> None:
-        if self.state == FAILED and self.error is not None:
-            # Its retry did not start by the deadline (see Scheduler._expired): the last
-            # attempt's exception stands.
-            self.fail(self.error)
-        else:
-            super().abandon()
-
-    def hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
-        self.error = None  # its traceback holds the call's arguments too
-        return super().hand_over()
-
-
-class RetryingSeries(RecurringTask):
-    """A recurring series whose failed runs are tried again, before the series would end.
-    A run that returns ends its retries: the next one that fails starts counting anew."""
-
-    __slots__ = ("attempt", "retry")
-    retry: Retry
-
-    def __init__(self, *args: Any, retry: Retry) -> None:
-        super().__init__(*args)
-        self.retry = retry
-        self.attempt = 1
-
-    def run(self, tally: Tally, call: Call = call_here) -> None:
-        # A failed run asks to be tried again in RecurringTask.run.
-        super().run(tally, functools.partial(self._attempt, call))
-
-    def _attempt(
-        self, call: Call, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
-    ) -> None:
-        call(fn, args, kwargs)
-        self.attempt = 1  # before the next run is queued, which may start at once
-
-    def survived(self) -> None:
-        self.attempt = 1  # likewise: the next run that fails starts counting anew
 
 
 __all__ = ["Retry"]

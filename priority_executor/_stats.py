@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._task import CANCELLED, COMPLETED, EXPIRED, FAILED, PENDING, READY, STARTED, THROTTLED
+
 
 @dataclass(frozen=True)
 class ExecutorStats:
@@ -22,3 +24,18 @@ class ExecutorStats:
     cancelled: int  # by the user or by shutdown(cancel_futures=True)
     expired: int  # not started by its deadline (its first attempt, or a retry)
     retries: int = 0  # retries queued so far
+
+
+def make_stats(counts: list[int], retries: int) -> ExecutorStats:
+    """A snapshot from counts by state (see ``_task``)."""
+    return ExecutorStats(
+        scheduled=counts[PENDING],
+        ready=counts[READY],
+        throttled=counts[THROTTLED],
+        running=counts[STARTED],
+        completed=counts[COMPLETED],
+        failed=counts[FAILED],
+        cancelled=counts[CANCELLED],
+        expired=counts[EXPIRED],
+        retries=retries,
+    )

@@ -9,6 +9,7 @@ race; the claimer alone then completes the future, outside the lock.
 from __future__ import annotations
 
 import _thread
+import logging
 import time
 import weakref
 from collections.abc import Mapping
@@ -17,18 +18,16 @@ from concurrent.futures._base import PENDING as _FUTURE_PENDING
 from contextlib import suppress
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from . import _threads
+from ._arguments import callable_name
 from ._expiry import mark_expired, raise_if_expired
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ._lanes import LaneState
-    from ._recurring import Recurrence
-    from ._retry import Retry
-    from ._scheduler import Scheduler
+    from ._effects import Effects
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
 PENDING = 0  # in the pending heap, not due yet
@@ -40,12 +39,32 @@ COMPLETED = 5
 FAILED = 6
 CANCELLED = 7
 EXPIRED = 8
-VOID = 9  # never counted: a run that ended with its series, or a submit taken back
+VOID = 9  # counted nowhere: a new task, a submit taken back, a run that ended a series
 STATES = 10
+# The waiting states: in a forked child, every task in one is the parent's.
+WAITING = (PENDING, INTAKE, THROTTLED, READY)
+
+_SERIES_LOGGER = logging.getLogger("priority_executor")
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+# How a run makes its call: here, or in a backend (see _backend.Backend.call).
+Call = Callable[["OwnFuture[Any]", Callable[..., Any], tuple[Any, ...], Any], Any]
+
+
+class Owner(Protocol):
+    """The scheduler, as its tasks and their futures reach it."""
+
+    def now(self) -> float: ...
+    def wall(self) -> float: ...
+    def future_done(self, task: Task, cancelled: bool) -> None: ...
+    def try_again(self, task: Task, exc: BaseException) -> bool: ...
+    def run_ended(self, task: Task) -> None: ...
+    def break_pool(self, exc: BaseException) -> None: ...
 
 
 class Tally(Protocol):
@@ -166,7 +185,7 @@ class OwnFuture(Future[T]):
         # makes one, Future's _invoke_callbacks finds this empty tuple.
         _done_callbacks: Any = _NO_CALLBACKS
 
-        def __init__(self, owner: weakref.ref[Scheduler]) -> None:
+        def __init__(self, owner: weakref.ref[Owner]) -> None:
             self._condition = FutureLock()  # type: ignore[assignment]  # see FutureLock
             self._state = _FUTURE_PENDING
             self._result: T | None = None
@@ -175,7 +194,7 @@ class OwnFuture(Future[T]):
             self._owner = owner
     else:
 
-        def __init__(self, owner: weakref.ref[Scheduler]) -> None:
+        def __init__(self, owner: weakref.ref[Owner]) -> None:
             super().__init__()
             self._owner = owner
 
@@ -191,6 +210,16 @@ class OwnFuture(Future[T]):
                 return False
             self._task = new
         return True
+
+    def _hand_off(self, submit: Callable[[], Future[T]]) -> Future[T] | None:
+        """Give the call to a backend (``submit`` does), or None if this future was
+        cancelled first. This one stays pending through the call (a series', a retry's):
+        cancelling it stops what follows, not the call in progress (see RemoteFuture)."""
+        return submit()
+
+    def _cancelled_there(self) -> None:
+        """The backend cancelled the call handed off: its CancelledError is the outcome of
+        this call (of a series' run, of a retry's attempt), not this future's own."""
 
     def _invoke_callbacks(self) -> None:
         # What a done-callback registered first would do, without a callback per task:
@@ -254,7 +283,7 @@ class OwnFuture(Future[T]):
 
 
 class TimerEntry:
-    """An entry of the pending heap: a task waiting to be due, or a task's deadline."""
+    """An entry of the pending heap: a task waiting to be due, or an alarm at its time."""
 
     __slots__ = ()
     _when: float
@@ -265,6 +294,124 @@ class TimerEntry:
 
     def live(self) -> bool:
         raise NotImplementedError
+
+
+class Alarm(TimerEntry):
+    """A timer that is not a task: what the promoter does when its time comes."""
+
+    __slots__ = ()
+
+    def fire(self, core: Core, now: float, effects: Effects) -> None:
+        raise NotImplementedError
+
+    def drop(self) -> None:
+        """The scheduler winds down: this alarm will never fire. Let go of what it holds."""
+
+
+class Core(Protocol):
+    """What an extension's hooks ask of the scheduler, under its lock (see ``Hooks``)."""
+
+    def now(self) -> float: ...
+    def next_seq(self) -> int: ...
+    def move(self, task: Task, state: int, effects: Effects, was: int | None = None) -> None: ...
+    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> bool: ...
+    def holding(self, holder: Holder, holds: bool) -> None: ...
+    def set_alarm(self, alarm: Alarm, effects: Effects) -> None: ...
+    def alarm_died(self) -> None: ...
+    def locked(self, step: Callable[[Effects], R]) -> R: ...
+    def post(self, step: Callable[[Effects], object]) -> None: ...
+    def count_posted(self, effects: Effects) -> None: ...
+
+
+class Holder(Protocol):
+    """Holds due tasks back from the workers (a lane, for its throttled ones): the scheduler
+    lists them with the waiting tasks (see ``Core.holding``)."""
+
+    throttled: list[tuple[Any, ...]]
+    counts: list[int]
+
+    def held_back(self, now: float) -> int:
+        """How many of its ready tasks cannot start now (see ``_lanes.LaneState``)."""
+
+
+class Lane(Protocol):
+    """A task's lane, as the scheduler sees it (see ``_lanes.LaneState``)."""
+
+    name: str | None
+
+
+class Hooks(Protocol):
+    """A task's extension: what a feature adds to it (a start deadline, a lane, a retry
+    policy, a recurrence), as the one object the task carries (``Task.ext``). The scheduler
+    calls its hooks at the task's transitions, under its lock; a plain task has none, and
+    pays one attribute test for it. The implementation is ``_extension.Extension``."""
+
+    @property
+    def deadline(self) -> float | None: ...
+    @property
+    def lane(self) -> Lane | None: ...
+    @property
+    def recurrence(self) -> object | None:
+        """A series': its task runs again (see _recurring)."""
+
+    @property
+    def retry(self) -> object | None:
+        """A retry policy: a failed attempt is tried again (see _retry)."""
+
+    @property
+    def error(self) -> BaseException | None:
+        """A retry's last exception, while it waits."""
+
+    def run_over(self) -> None:
+        """A run ended for good (its lane has counted it): a one-shot task lets go of its
+        lane, as its future, which the user may keep, holds the task."""
+
+    def check_open(self) -> None:
+        """Raise ``RuntimeError`` if the task's lane takes no more tasks."""
+
+    def closed(self) -> bool:
+        """Whether the task's lane is closed (see ``check_open``)."""
+
+    def lock_free(self) -> bool:
+        """Whether the task may be queued through the intake, without the lock: a lane's
+        task with no deadline, retry policy or recurrence (each needs the promoter)."""
+
+    def needs_timers(self) -> bool:
+        """Whether the task's lane has limits in time, which need the promoter."""
+
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+        """A worker took the task from the ready heap: the state to claim it into (STARTED,
+        or EXPIRED or FAILED if late), or THROTTLED, having held it (see ``hold``)."""
+
+    def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        """The task moved from ``was`` to ``state`` (see ``Scheduler.move``)."""
+
+    def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
+        """Hold a task of a lane just moved THROTTLED, until its lane has room for it."""
+
+    def counted(self, state: int) -> None:
+        """A series ended in ``state`` while its run went on: counted, its state unchanged."""
+
+    def late(self) -> int:
+        """The state of the task claimed because its deadline passed (see ``Task.abandon``)."""
+
+    def again_in(
+        self, task: Task, exc: BaseException, now: float, effects: Effects
+    ) -> float | None:
+        """An attempt raised ``exc``: in how long to try again, or None."""
+
+    def next_due(self, now: float) -> float:
+        """A run of a series ended at ``now``: when the next one is due."""
+
+    def copy(self, task: Task) -> Hooks:
+        """This extension for ``task``, a copy queued in its task's place (see reschedule)."""
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
+        """Run the claimed task in a worker (see ``run``)."""
+
+    def let_go(self) -> None:
+        """The task is done: let go of what it holds for it (a retry's last exception,
+        whose traceback holds the call's arguments)."""
 
 
 class Task(TimerEntry):
@@ -287,18 +434,12 @@ class Task(TimerEntry):
         "kwargs",
         "state",
     )
-    _deadline: float | None = None
-    _expiry: Expiry | None = None
-    recurrence: Recurrence | None = None  # set on the tasks of a recurring series
-    lane: LaneState | None = None  # set on the tasks of a lane
-    # Set on the tasks tried again after a failure (see _retry): what the scheduler asks
-    # "again, and when?", and which attempt runs or waits.
-    retry: Retry | None = None
-    attempt = 1
+    # Set on tasks with a deadline, a lane, a retry policy or a recurrence (see Extended).
+    ext: Hooks | None = None
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        seq: int,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
@@ -313,75 +454,78 @@ class Task(TimerEntry):
         future._task = self  # told when the future is done (see OwnFuture._invoke_callbacks)
         self._priority = priority
         self._when = due
-        self._seq = scheduler.next_seq()
-        self.state = PENDING
+        self._seq = seq
+        self.state = VOID  # counted nowhere until it is queued
 
     # What a policy reads (``TaskInfo``), read-only.
     priority = property(attrgetter("_priority"))
     due = property(attrgetter("_when"))
-    deadline = property(attrgetter("_deadline"))
     seq = property(attrgetter("_seq"))
 
     @property
-    def scheduler(self) -> Scheduler:
-        """Its executor's scheduler, while the task holds its future (see hand_over): the
-        threads that run or wait for the task hold the scheduler meanwhile."""
-        return cast("Scheduler", self.future._owner())
+    def deadline(self) -> float | None:
+        ext = self.ext
+        return None if ext is None else ext.deadline
 
     def live(self) -> bool:
         return self.state == PENDING
 
-    def replacement(self, cls: type[Task] | None = None) -> Task:
-        """A copy of this waiting task, of class ``cls`` (default its own), to queue in its
-        place: how ``reschedule()`` changes a task's due time, priority or deadline.
+    def replacement(self) -> Task:
+        """A copy of this waiting task, to queue in its place: how ``reschedule()`` changes
+        a task's due time, priority or deadline.
 
         A task in the pending heap is its own entry there, ordered by its due time: that
         time must not change while it sits in the heap. So the task is not changed; the
         copy is queued, and the original, claimed VOID, becomes a dead entry wherever it
-        stands (see Scheduler.reschedule). It is also how a plain ``Task``, which has no
-        slot for a deadline (so that a task without one stays as small as
-        ``ThreadPoolExecutor``'s work item), gets one: its copy is an ``ExpiringTask``.
+        stands (see ``_control.reschedule``). A plain ``Task`` has no slot for an
+        extension, so that a task without one stays as small as ``ThreadPoolExecutor``'s
+        work item: its copy is an ``Extended``, to take a deadline.
         """
-        new = object.__new__(cls or type(self))
-        for name in _slots(type(self)):
+        new = object.__new__(Extended)
+        for name in Task.__slots__:
             setattr(new, name, getattr(self, name))
+        new.state = VOID  # counted nowhere until it is queued
+        ext = self.ext
+        new.ext = None if ext is None else ext.copy(new)
         return new
 
     def __call__(self, future: Future[Any]) -> None:
-        # Only the user's cancel() completes a future whose task is still waiting; every
-        # other completion happens after a claim, which moved the task out of those states.
-        if self.state <= READY:
-            scheduler = cast("OwnFuture[Any]", future)._owner()
-            if scheduler is not None:  # else gone with its threads: nothing waits for it
-                scheduler.future_done(self, future.cancelled())
-
-    def run(self, tally: Tally) -> None:
-        """Run in a worker, after the claim, counting how it ended in the worker's ``tally``.
-
-        The count comes before the future completes: whoever sees the future done and
-        then reads ``stats()`` finds the task counted.
-        """
-        future, fn, args, kwargs = self.hand_over()
-        if not future.set_running_or_notify_cancel():
-            tally[CANCELLED] += 1  # cancelled between the claim and this line
-            return
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            tally[FAILED] += 1
-            future.set_exception(exc)
-            # The traceback holds this frame, and the future holds the traceback.
-            del future
-            return
-        tally[COMPLETED] += 1
-        future.set_result(result)
+        # The future is done. A one-shot task's future is completed by whoever claimed the
+        # task, but for the user's cancel() while it waits: then the scheduler claims it.
+        # A series' future is done when the series ends (cancelled, or failed by a run).
+        own: OwnFuture[Any] = future  # type: ignore[assignment]
+        ext = self.ext
+        series = ext is not None and ext.recurrence is not None
+        if series:
+            # Its task, which holds the future, must not be held by it: each would keep
+            # the other, a reference cycle that only the cyclic GC frees.
+            own._task = None
+        # VOID: a copy queued in its task's place, not yet queued (see reschedule).
+        if series or self.state <= READY or self.state == VOID:
+            owner = own._owner()
+            if owner is not None:  # else gone with its threads: nothing waits for it
+                owner.future_done(self, future.cancelled())
+        if series and future.cancelled():
+            # No one sets a series future running, so no one else reports its cancellation.
+            future.set_running_or_notify_cancel()
 
     def abandon(self) -> None:
-        """Report the claimed task's future cancelled, waking ``wait()`` and ``as_completed()``."""
-        if self.state == EXPIRED:
-            clock = self.scheduler.clock
-            deadline = cast(float, self._deadline) + clock.wall() - clock.now()
-            mark_expired(self.future, self.fn, deadline)
+        """Complete the future of a task claimed other than to start (a cancellation, a
+        deadline, a shutdown), waking ``wait()`` and ``as_completed()``."""
+        ext = self.ext
+        if ext is not None:
+            if ext.recurrence is not None:
+                self.future.cancel()  # the future tells the series, which reports it
+                return
+            if self.state == FAILED and ext.error is not None:
+                # A retry that did not start by its deadline: the last attempt's exception
+                # stands (see Extension.late).
+                self.fail(ext.error)
+                return
+            if self.state == EXPIRED:
+                owner = self.future._owner()
+                wall = 0.0 if owner is None else owner.wall() - owner.now()
+                mark_expired(self.future, self.fn, wall + ext.deadline)  # type: ignore[operator]
         future = self.hand_over()[0]
         try:
             future.cancel()
@@ -389,7 +533,12 @@ class Task(TimerEntry):
             future.set_running_or_notify_cancel()
 
     def fail(self, exc: BaseException) -> None:
-        """Fail the claimed task's future without running it."""
+        """Fail the claimed task's future without running it (a series': the series)."""
+        if self.ext is not None and self.ext.recurrence is not None:
+            # Cancelled first: that stands, and the series has reported it.
+            with suppress(InvalidStateError):
+                self.future.set_exception(exc)
+            return
         fail(self.hand_over()[0], exc)
 
     def hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
@@ -399,6 +548,8 @@ class Task(TimerEntry):
         as the future."""
         held = (self.future, self.fn, self.args, self.kwargs)
         del self.future, self.fn, self.args, self.kwargs
+        if self.ext is not None:
+            self.ext.let_go()
         return held
 
     def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:
@@ -413,76 +564,14 @@ class Task(TimerEntry):
         return f"<Task {self._seq} {name} state={self.state}>"
 
 
-_SLOTS: dict[type[Task], tuple[str, ...]] = {}
+class Extended(Task):
+    """A task with an extension (see ``Hooks``): the one subclass, for its one slot."""
+
+    __slots__ = ("ext",)
 
 
-def _slots(cls: type[Task]) -> tuple[str, ...]:
-    """The slots of a task class, its bases' included (see Task.replacement)."""
-    names = _SLOTS.get(cls)
-    if names is None:
-        found: list[str] = []
-        for klass in cls.__mro__:
-            slots = klass.__dict__.get("__slots__", ())
-            found.extend((slots,) if isinstance(slots, str) else slots)
-        names = _SLOTS[cls] = tuple(found)
-    return names
-
-
-def fail(future: Future[Any], exc: BaseException) -> None:
-    """Fail a future that its owner has not set running, unless the user cancelled it
-    first: then report that cancellation instead."""
-    try:
-        future.set_exception(exc)
-    except InvalidStateError:
-        future.set_running_or_notify_cancel()
-
-
-class ExpiringTask(Task):
-    """A task with a start deadline, which has its own entry in the pending heap."""
-
-    __slots__ = ("_deadline", "_expiry")
-
-    # Positional parameters all the way down: on the path of every lane task, where
-    # ``*args`` and keywords through two levels cost a microsecond per submit.
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        future: OwnFuture[Any],
-        priority: int,
-        due: float,
-        deadline: float | None,
-    ) -> None:
-        super().__init__(scheduler, fn, args, kwargs, future, priority, due)
-        self._deadline = deadline
-        self._expiry = None if deadline is None else Expiry(self, deadline)
-
-
-class LaneTask(ExpiringTask):
-    """A task of a lane, with or without a start deadline."""
-
-    __slots__ = ("lane",)
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        future: OwnFuture[Any],
-        priority: int,
-        due: float,
-        deadline: float | None,
-        lane: LaneState | None,
-    ) -> None:
-        super().__init__(scheduler, fn, args, kwargs, future, priority, due, deadline)
-        self.lane: LaneState | None = lane
-
-
-class Expiry(TimerEntry):
-    """The deadline of an ``ExpiringTask``, ordered in the pending heap by that time.
+class Expiry(Alarm):
+    """The start deadline of a task, ordered in the pending heap by that time.
 
     It lets go of its task when the task is claimed: a finished task, and its result, must
     not live on until its deadline.
@@ -497,3 +586,114 @@ class Expiry(TimerEntry):
 
     def live(self) -> bool:
         return self.task is not None
+
+    def drop(self) -> None:
+        self.task = None
+
+    def fire(self, core: Core, now: float, effects: Effects) -> None:
+        task = self.task
+        if task is not None:
+            core.move(task, task.ext.late(), effects)  # type: ignore[union-attr]
+            effects.later.append(task.abandon)
+
+
+def fail(future: Future[Any], exc: BaseException) -> None:
+    """Fail a future that its owner has not set running, unless the user cancelled it
+    first: then report that cancellation instead."""
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:
+        future.set_running_or_notify_cancel()
+
+
+def run(task: Task, tally: Tally, call: Call | None) -> None:
+    """Run a claimed task in a worker, with ``call`` (a backend's) or here, and complete its
+    future; or, for a retry or a series, queue the task again. Each end is counted in the
+    worker's ``tally`` before the future completes: whoever sees the future done and then
+    reads ``stats()`` finds the task counted.
+
+    The plain path first: the future runs, as ``ThreadPoolExecutor``'s does, and cannot be
+    cancelled any more. Any other keeps its future pending through the call: a series'
+    until the series ends, a retry's until its last attempt, a backend's while the call
+    may still be cancelled there (see ``_backend``). A ``cancel()`` that comes during the
+    call then wins: what follows never starts, and the outcome is dropped.
+    """
+    ext = task.ext
+    if call is None and (ext is None or (ext.recurrence is None and ext.retry is None)):
+        future, fn, args, kwargs = task.hand_over()
+        if not future.set_running_or_notify_cancel():
+            tally[CANCELLED] += 1  # cancelled between the claim and this line
+            return
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            tally[FAILED] += 1
+            future.set_exception(exc)
+            # The traceback holds this frame, and the future holds the traceback.
+            del future
+            return
+        tally[COMPLETED] += 1
+        future.set_result(result)
+        return
+    future = task.future
+    owner: Owner = future._owner()  # type: ignore[assignment]  # alive: its thread holds it
+    series = ext is not None and ext.recurrence is not None
+    result = error = None
+    if not future.cancelled():  # else cancelled since the claim: nothing starts
+        try:
+            if call is None:
+                result = task.fn(*task.args, **task.kwargs)
+            else:
+                result = call(future, task.fn, task.args, task.kwargs)
+        except BaseException as exc:
+            if ext is not None and ext.retry is not None and owner.try_again(task, exc):
+                # Queued again: the task is no longer this worker's. No local holds the
+                # exception, whose traceback holds this frame: once the task lets go of
+                # it, it is freed, and the call's arguments with it.
+                return
+            error = exc
+        if series:
+            _run_over(task, owner, tally, error)
+            return
+    elif series:
+        tally[VOID] += 1  # the series was cancelled: it counts once, as cancelled
+        owner.run_ended(task)
+        return
+    future = task.hand_over()[0]
+    # Atomic with cancel(): a cancellation that came during the call wins, drops its
+    # outcome, and is reported here (told of it, a started task does nothing).
+    if not future.set_running_or_notify_cancel():
+        tally[CANCELLED] += 1
+    elif error is None:
+        tally[COMPLETED] += 1
+        future.set_result(result)
+    else:
+        tally[FAILED] += 1
+        future.set_exception(error)
+        del future, error  # the traceback holds this frame, and the future holds it
+
+
+def _run_over(task: Task, owner: Owner, tally: Tally, error: BaseException | None) -> None:
+    """A run of a series ended: queue the next one, unless a failure ends the series."""
+    state = COMPLETED if error is None else FAILED
+    if error is not None:
+        lane = task.ext.lane  # type: ignore[union-attr]
+        name = callable_name(task.fn)
+        if not (getattr(lane, "survive_failures", False) and isinstance(error, Exception)):
+            _SERIES_LOGGER.error("Recurring task %s raised; its series ends", name, exc_info=error)
+            tally[FAILED] += 1
+            task.fail(error)
+            del error  # its traceback holds this frame
+            owner.run_ended(task)  # the series is done: its task is let go
+            return
+        _SERIES_LOGGER.error(
+            "Recurring task %s in lane %r raised; its series goes on",
+            name,
+            lane.name,  # type: ignore[union-attr]
+            exc_info=error,
+        )
+        del error
+    # Counted once the next run is queued: whoever sees this run counted and moves the
+    # clock finds the series' next run already waiting.
+    owner.run_ended(task)
+    tally[state] += 1

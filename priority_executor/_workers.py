@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures.thread import BrokenThreadPool
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import _threads
 from ._effects import Effects
-from ._lanes import LaneTally
-from ._task import STARTED, STATES
+from ._task import STARTED, STATES, Core, Task, run
 
 if TYPE_CHECKING:
     from ._backend import Backend
-    from ._scheduler import Scheduler
+
+
+class Source(Core, Protocol):
+    """The scheduler, as its workers reach it."""
+
+    def take(self, park: threading.Lock, effects: Effects) -> Task | None: ...
+    def break_pool(self, exc: BaseException) -> None: ...
 
 
 class WorkerPool:
@@ -54,7 +59,7 @@ class WorkerPool:
         self._retired = False  # nothing is left to start: no thread starts any more
         self._alive = 0  # threads started and not yet exited
 
-    def start_worker(self, scheduler: Scheduler) -> None:
+    def start_worker(self, scheduler: Source) -> None:
         """Start a worker, unless ``max_workers`` are running already. Raises only if it
         cannot start and no worker runs: then no task could ever run."""
         if len(self.threads) >= self.max_workers:
@@ -155,7 +160,7 @@ class WorkerPool:
 
     # -- the worker --------------------------------------------------------------------------
 
-    def _work(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
+    def _work(self, scheduler: Source, park: threading.Lock, tally: list[int]) -> None:
         try:
             if self._initializer is not None:
                 try:
@@ -177,31 +182,19 @@ class WorkerPool:
                 # Workers exit once nothing waits to start: no task can reach the backend now.
                 self.backend.close()
 
-    def _take_and_run(self, scheduler: Scheduler, park: threading.Lock, tally: list[int]) -> None:
-        backend = self.backend
+    def _take_and_run(self, scheduler: Source, park: threading.Lock, tally: list[int]) -> None:
+        call = None if self.backend is None else self.backend.call
         effects = Effects()  # reused: a lane's task must not cost one each (see take())
         while True:
             task = scheduler.take(park, effects)
             if task is None:
                 return
-            lane = task.lane
+            ext = task.ext
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
-            elif lane is None:
-                if backend is None:
-                    task.run(tally)
-                else:
-                    backend.run(task, tally)
+            elif ext is None:
+                run(task, tally, call)
             else:
-                # Inline, not in a method of its own: a lane's run is on the hot path too.
-                counter = LaneTally(tally, task, lane, scheduler)
-                try:
-                    if backend is None:
-                        task.run(counter)
-                    else:
-                        backend.run(task, counter)
-                finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
-                    counter.finished()
-                del counter  # it holds the task
+                ext.run(task, tally, call, scheduler)
             # A finished task, and its result, must not live on while this worker sleeps.
-            del task, lane
+            del task, ext

@@ -63,6 +63,18 @@ class PausingIntake(deque):  # type: ignore[type-arg]
         self.pause()
 
 
+class PausingBeforeIntake(deque):  # type: ignore[type-arg]
+    """The intake deque, pausing the first submitter right before its append."""
+
+    def __init__(self, pause: Pause) -> None:
+        super().__init__()
+        self.pause = pause
+
+    def append(self, entry: Any) -> None:
+        self.pause()
+        super().append(entry)
+
+
 def submit_in_thread(ex: Executor, fn: Callable[[], object]) -> dict[str, Any]:
     outcome: dict[str, Any] = {}
 
@@ -127,7 +139,7 @@ def test_submit_paused_after_queueing_while_shutdown_closes(closing: str) -> Non
     target: Executor = ex if lane is None else lane
     log: list[str] = []
     pause = Pause()
-    ex._scheduler._intake = PausingIntake(pause)  # type: ignore[assignment]
+    ex._scheduler.intake = PausingIntake(pause)  # type: ignore[assignment]
     outcome = submit_in_thread(target, lambda: log.append("ran"))
     assert pause.reached.wait(TIMEOUT)
 
@@ -137,7 +149,7 @@ def test_submit_paused_after_queueing_while_shutdown_closes(closing: str) -> Non
 
     closing_thread = in_thread(shutdown)
     wait_until(
-        lambda: ex._scheduler._closed is not None if lane is None else lane._state.closed,
+        lambda: ex._scheduler.closed is not None if lane is None else lane._state.closed,
         what="shutdown to close",
     )
     pause.go_on.set()
@@ -161,13 +173,16 @@ def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down(
     intake before the submit looks again. With ``max_waiting``, the room it held is free
     again."""
     with PriorityExecutor(1, max_waiting=max_waiting) as ex:
-        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
-        lane = ex.lane(max_running=1)
-        log: list[str] = []
         scheduler = ex._scheduler
         before_append, before_look = Pause(), Pause()
-        # After the open check: the append to the intake.
-        scheduler._make_ready = pause_before(scheduler._make_ready, before_append)  # type: ignore[method-assign]
+        # After the open check: the append to the intake. Set before the worker starts,
+        # which holds on to the intake; armed once it is idle.
+        before_append._used = True
+        scheduler.intake = PausingBeforeIntake(before_append)  # type: ignore[assignment]
+        assert ex.submit(int).result(timeout=TIMEOUT) == 0  # a worker, idle
+        before_append._used = False
+        lane = ex.lane(max_running=1)
+        log: list[str] = []
         scheduler._take_back = pause_before(scheduler._take_back, before_look)  # type: ignore[method-assign]
         outcome = submit_in_thread(lane, lambda: log.append("ran"))
         assert before_append.reached.wait(TIMEOUT)
@@ -175,7 +190,7 @@ def test_lane_submit_paused_after_its_open_check_while_the_lane_shuts_down(
         log.append("shutdown returned")
         before_append.go_on.set()
         assert before_look.reached.wait(TIMEOUT)
-        wait_until(lambda: not scheduler._intake, what="the worker to drain the intake")
+        wait_until(lambda: not scheduler.intake, what="the worker to drain the intake")
         before_look.go_on.set()
         shutdown_returns_after_what_it_accepted(outcome, log)
         go_on = call_bounded(lambda: ex.submit(int), "the next submit")
@@ -248,7 +263,7 @@ def test_the_last_task_ends_while_another_worker_holds_the_lock_to_look() -> Non
     scheduler._finished = finished_then_pause  # type: ignore[method-assign]
     try:
         closing = in_thread(ex.shutdown)  # wait=True: it looks once, now, then waits
-        wait_until(lambda: scheduler._closed is not None, what="shutdown to close intake")
+        wait_until(lambda: scheduler.closed is not None, what="shutdown to close intake")
         go_on["A"].set()
         assert pause.reached.wait(TIMEOUT)
         go_on["B"].set()
@@ -266,10 +281,11 @@ def test_the_last_task_ends_while_another_worker_holds_the_lock_to_look() -> Non
 
 def test_a_lanes_run_ends_while_the_worker_that_throttled_its_next_task_holds_the_lock() -> None:
     """Worker B, in take() with the lock, throttles a lane's task: the lane's one run goes
-    on in worker A. Before B releases the lock, A's run ends: A posts the end (without the
-    lock), and, finding the lock held by a worker in take(), parks behind B. B, parking in
-    turn, must see to it that someone counts that end: else both sleep, and the throttled
-    task, to which that end gives the lane's room back, never starts."""
+    on in worker A. Before B releases the lock, A's run ends: with a task of its lane
+    throttled, A counts the end under the lock, before its future completes (so that the
+    throttled task starts at once, not after the future's callbacks), and so waits for B
+    to let go of it. Whichever comes first, the throttled task, to which that end gives
+    the lane's room back, starts."""
     ex = PriorityExecutor(2)
     scheduler = ex._scheduler
     lane = ex.lane(max_running=1)
@@ -299,7 +315,6 @@ def test_a_lanes_run_ends_while_the_worker_that_throttled_its_next_task_holds_th
         b = lane.submit(int)
         assert pause.reached.wait(TIMEOUT)
         go_on.set()
-        wait_until(lambda: a.done() and len(scheduler.workers.idle) == 1, what="A to park")
         pause.go_on.set()
         assert b.result(timeout=TIMEOUT) == 0, "the lane's room came back to no one"
     finally:
@@ -310,7 +325,7 @@ def test_a_lanes_run_ends_while_the_worker_that_throttled_its_next_task_holds_th
 
 
 def test_a_lanes_shutdown_while_its_last_run_ended_and_its_future_is_not_yet_done() -> None:
-    """A run's end reaches its lane before its future completes (see lane_run_ended). The
+    """A run's end reaches its lane before its future completes (see LaneTally). The
     lane's shutdown(wait=True), coming between the two, counts that end and finds nothing
     of the lane waiting or running: it must still wait for the future, or whoever it
     returns to finds a task of the lane unfinished."""
@@ -318,13 +333,13 @@ def test_a_lanes_shutdown_while_its_last_run_ended_and_its_future_is_not_yet_don
         scheduler = ex._scheduler
         lane = ex.lane(max_running=1)
         pause = Pause()
-        ended = scheduler.lane_run_ended
+        post = scheduler.post
 
-        def ended_then_pause(task: Any, state: int) -> None:
-            ended(task, state)
+        def ended_then_pause(step: Any) -> None:
+            post(step)  # the run's end: nothing waits for the lane's room, so it is posted
             pause()  # the worker, with the end posted and the future not yet done
 
-        scheduler.lane_run_ended = ended_then_pause  # type: ignore[method-assign]
+        scheduler.post = ended_then_pause  # type: ignore[method-assign]
         future = lane.submit(int)
         assert pause.reached.wait(TIMEOUT)
         done_when_it_returned: list[bool] = []

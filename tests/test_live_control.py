@@ -22,7 +22,7 @@ from helpers import (
 )
 from test_interleavings import Pause, pause_before
 
-from priority_executor import PriorityExecutor, Retry, WaitingTask
+from priority_executor import PriorityExecutor, Retry, WaitingTask, _control
 from priority_executor.testing import ManualClock
 
 
@@ -374,8 +374,14 @@ def paused_reschedule(ex: PriorityExecutor, future: Future[Any], **kwargs: Any) 
     """Start reschedule() in a thread, paused once its arguments are checked, before it
     takes the lock. Returns (pause, outcome, thread)."""
     pause = Pause()
-    scheduler = ex._scheduler
-    scheduler.reschedule = pause_before(scheduler.reschedule, pause)  # type: ignore[method-assign]
+    original = _control.reschedule
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        _control.reschedule = original  # this call only
+        pause()
+        return original(*args, **kwargs)
+
+    _control.reschedule = paused
     outcome: dict[str, Any] = {}
     thread = in_thread(lambda: outcome.update(result=ex.reschedule(future, **kwargs)))
     assert pause.reached.wait(TIMEOUT)
@@ -434,7 +440,7 @@ def test_race_cancel_while_reschedule_holds_the_lock() -> None:
         future = ex.submit(int, delay=5)
         scheduler = ex._scheduler
         pause = Pause()
-        scheduler._queue = pause_before(scheduler._queue, pause)  # type: ignore[method-assign]
+        scheduler.queue = pause_before(scheduler.queue, pause)  # type: ignore[method-assign]
         outcome: dict[str, Any] = {}
         thread = in_thread(lambda: outcome.update(result=ex.reschedule(future, delay=1)))
         assert pause.reached.wait(TIMEOUT)

@@ -270,15 +270,30 @@ class Model:
     def in_state(self, state: str, lane: MLane | None = None) -> list[MTask]:
         return [t for t in self.tasks if t.state == state and (lane is None or t.lane is lane)]
 
-    def waiting_in_order(self, lane: MLane | None = None) -> list[MTask]:
-        """What ``waiting()`` lists, in its order: the ready tasks in the order workers
-        would take them, then the throttled ones in the same order, then the scheduled ones
-        by due time (submission order among equals)."""
+    def shown(self) -> dict[int, str]:
+        """The state ``stats()`` and ``waiting()`` report for each task (by id): its own,
+        but for a lane's due tasks that its limits hold back, which are throttled as soon
+        as its lane is at a limit, whether or not a worker looked at them yet. Those are
+        the lane's ready tasks beyond what its limits let start now, in the order workers
+        would take them."""
+        shown = {id(t): t.state for t in self.tasks}
+        for lane in self.lanes:
+            ready = sorted(self.in_state("ready", lane), key=self.key)
+            room = max(0, min(len(ready), lane.usage.room(lane, self.now)))
+            for task in ready[int(room) :]:
+                shown[id(task)] = "throttled"
+        return shown
+
+    def waiting_in_order(self, lane: MLane | None = None) -> list[tuple[MTask, str]]:
+        """What ``waiting()`` lists, in its order, with the state it shows: the ready tasks
+        in the order workers would take them, then the throttled ones in the same order,
+        then the scheduled ones by due time (submission order among equals)."""
+        shown = self.shown()
         waiting = [t for t in self.waiting() if lane is None or t.lane is lane]
-        ready = sorted((t for t in waiting if t.state == "ready"), key=self.key)
-        throttled = sorted((t for t in waiting if t.state == "throttled"), key=self.key)
+        ready = sorted((t for t in waiting if shown[id(t)] == "ready"), key=self.key)
+        throttled = sorted((t for t in waiting if shown[id(t)] == "throttled"), key=self.key)
         pending = sorted((t for t in waiting if t.state == "pending"), key=lambda t: (t.due, t.seq))
-        return ready + throttled + pending
+        return [(t, shown[id(t)]) for t in ready + throttled + pending]
 
     def blocks(self) -> bool:
         """Whether a submit from a thread not the executor's waits for room: ``max_waiting``
@@ -534,7 +549,10 @@ class Model:
         return self.reschedule(run, priority, delay, None)
 
     def stats(self, lane: MLane | None = None) -> ExecutorStats:
-        count = collections.Counter(t.state for t in self.tasks if lane is None or t.lane is lane)
+        shown = self.shown()
+        count = collections.Counter(
+            shown[id(t)] for t in self.tasks if lane is None or t.lane is lane
+        )
         return ExecutorStats(
             scheduled=count["pending"],
             ready=count["ready"],
@@ -886,13 +904,13 @@ class ExecutorMachine(RuleBasedStateMachine):
             return [
                 (
                     t.label,
-                    states[t.state],
+                    states[state],
                     t.priority,
                     t.due - now,
                     None if t.deadline is None else t.deadline - now,
                     None if t.lane is None else t.lane.name,
                 )
-                for t in self.m.waiting_in_order(lane)
+                for t, state in self.m.waiting_in_order(lane)
             ]
 
         def shown(snapshot: list[WaitingTask]) -> list[tuple[Any, ...]]:

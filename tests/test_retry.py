@@ -390,7 +390,7 @@ def test_shutdown_while_an_attempt_runs_still_retries_it_and_waits() -> None:
     assert started.wait(TIMEOUT)
     shutdown = threading.Thread(target=ex.shutdown, daemon=True)
     shutdown.start()
-    wait_until(lambda: ex._scheduler._closed is not None, what="shutdown to begin")
+    wait_until(lambda: ex._scheduler.closed is not None, what="shutdown to begin")
     release.set()
     wait_until(lambda: ex.stats().retries == 1, what="the retry after shutdown began")
     assert stats_fields(ex) == counts(scheduled=1)

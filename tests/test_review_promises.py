@@ -41,7 +41,6 @@ def _stats(stats: Any) -> dict[str, int]:
 # -- 1. A call runs no one else's callbacks -------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 1 of issue 35: fixed by the reshaped core")
 @pytest.mark.timeout(20)
 def test_a_submit_runs_no_one_elses_callbacks() -> None:
     # Two executors on one clock, each with a task that expires at t=1. advance() expires
@@ -141,7 +140,6 @@ def test_work_for_another_executor_never_makes_a_thread_forget_its_own() -> None
 # -- 3. A lane's throttled task starts at once when a running task of the lane ends ----------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 3 of issue 35: fixed by the reshaped core")
 @pytest.mark.timeout(20)
 def test_a_throttled_task_starts_when_its_lanes_run_ends_not_after_its_callbacks() -> None:
     with PriorityExecutor(max_workers=2) as ex:
@@ -331,7 +329,6 @@ def test_a_retry_that_expires_before_it_starts_counts_as_failed() -> None:
 # -- 9. A lane's due task at its limit is throttled at once -----------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 9 of issue 35: fixed by the reshaped core")
 @pytest.mark.timeout(20)
 def test_a_lanes_due_task_at_its_limit_is_throttled_whether_a_worker_looked_or_not() -> None:
     with PriorityExecutor(max_workers=1) as ex:

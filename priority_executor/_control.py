@@ -1,0 +1,179 @@
+"""Introspection and live control: what the executor counts, what waits and why, and
+moving a task that waits. Each is one locked section of the scheduler's, through its
+public methods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from ._arguments import check_deadline
+from ._extension import Extension
+from ._stats import ExecutorStats, make_stats
+from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, OwnFuture, Task
+from ._waiting import WaitingState, WaitingTask
+
+if TYPE_CHECKING:
+    from ._effects import Effects
+    from ._scheduler import Scheduler
+    from ._task import Holder, Lane
+
+
+def stats(core: Scheduler) -> ExecutorStats:
+    def step(effects: Effects) -> ExecutorStats:
+        # A lane's ready tasks beyond its room count as throttled (see held_back): its
+        # posted run ends first, and the intake's tasks, due, are ready or held back too.
+        core.count_posted(effects)
+        core.drain_intake(effects)
+        counts = list(core.counts)
+        # A worker tallies how its tasks ended without the lock; counts[STARTED] is
+        # every start, so a task ending between the two reads is simply still running.
+        for tally in core.workers.tallies:
+            for state, n in enumerate(tally):
+                counts[state] += n
+                counts[STARTED] -= n
+        counts[READY] += counts[INTAKE] + len(core.intake)  # appended since the drain
+        now = core.now()
+        held = sum(holder.held_back(now) for holder in core.holders)
+        counts[READY] -= held
+        counts[THROTTLED] += held
+        return make_stats(counts, core.retries)
+
+    return core.locked(step)
+
+
+def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
+    """Every task not started yet (of ``lane``, if given), in one snapshot taken under
+    the lock: the ready ones in the order workers would take them, then the throttled
+    ones in the same order (a lane's ready tasks beyond its room among them: see
+    ``held_back``), then the others by due time."""
+
+    def step(effects: Effects) -> list[WaitingTask]:
+        now = core.now()
+        # As a worker would: the intake's tasks are due, the lanes' room is back.
+        core.count_posted(effects)
+        core.drain_intake(effects)
+        # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
+        due = sorted(
+            e for e in (*core.in_order, *core.ready) if e[-1].state == READY and e[-2] == e[-1]._seq
+        )
+        ready: list[Task] = []
+        throttled = [
+            entry
+            for holder in core.holders
+            for entry in holder.throttled
+            if entry[-1].state == THROTTLED
+        ]
+        room: dict[object, int] = {}  # what each lane lets start now, in the workers' order
+        for entry in due:
+            task = entry[-1]
+            own = None if task.ext is None else task.ext.lane
+            if own is None:
+                ready.append(task)
+                continue
+            left = room.get(own)
+            if left is None:
+                holder = cast("Holder", own)
+                left = holder.counts[READY] - holder.held_back(now)
+            room[own] = left - 1
+            if left > 0:
+                ready.append(task)
+            else:
+                throttled.append(entry)
+        throttled.sort()
+        seen: set[int] = set()
+        pending: list[Task] = []
+        for timer in core.timers:
+            if isinstance(timer, Task) and timer.state == PENDING and id(timer) not in seen:
+                seen.add(id(timer))
+                pending.append(timer)
+        pending.sort()
+        return [
+            _waiting_task(task, state, now)
+            for state, tasks in (
+                ("ready", ready),
+                ("throttled", [e[-1] for e in throttled]),
+                ("scheduled", pending),
+            )
+            for task in tasks
+            if lane is None or (task.ext is not None and task.ext.lane is lane)
+        ]
+
+    return core.locked(step)
+
+
+def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
+    deadline = task.deadline
+    own = None if task.ext is None else task.ext.lane
+    return WaitingTask(
+        future=task.future,
+        fn=task.fn,
+        priority=task._priority,
+        state=cast(WaitingState, state),
+        due_in=task._when - now,
+        expires_in=None if deadline is None else deadline - now,
+        lane=None if own is None else own.name,
+    )
+
+
+def reschedule(
+    core: Scheduler,
+    future: OwnFuture[Any],
+    priority: int | None,
+    due: float | None,
+    deadline: float | None,
+    now: float,
+) -> bool:
+    """Give the task of ``future``, if it has not started, a new ``priority``, ``due``
+    time or start ``deadline`` (None: unchanged), checked by the caller (but for the
+    deadline against the due time, which only this knows for sure); else return False
+    and change nothing. ``now``: when the caller read the clock. O(log n).
+
+    The task is replaced by a copy with the new values (see ``Task.replacement``), queued
+    afresh with a new ``seq``: so it counts as submitted now among equals. The original is
+    claimed VOID: a dead entry wherever it stood, which its heap skips and compacts as it
+    does cancelled tasks. Whoever takes the lock first wins: a worker that started the
+    task, a cancel() or an expiry that claimed it make this return False; once this has
+    returned True, each of them finds the copy.
+    """
+    if core.forked:
+        return False  # the parent's task, which nothing here may queue or start
+    if not core.manual_time and (due is not None or deadline is not None):
+        # A timer may now wait: a task that was due when submitted started no promoter.
+        core.promoter.start()
+
+    def step(effects: Effects) -> bool:
+        task = future._task
+        if task is None:
+            return False  # a series that ended (see Task.__call__)
+        was = task.state
+        if was > READY:
+            return False
+        when = task._when if due is None else due
+        new_deadline = task.deadline if deadline is None else deadline
+        if new_deadline is not None and (due is not None or deadline is not None):
+            check_deadline(now, when, new_deadline)  # before anything changes
+        if priority is None and due is None and deadline is None:
+            return True
+        new = task.replacement()
+        if not future._replace_task(new):
+            return False  # cancelled: the future, telling its task, claims it
+        if priority is not None:
+            new._priority = priority
+        new._when = when
+        new._seq = core.next_seq()
+        if new_deadline is not None:
+            ext = cast(Extension, new.ext)
+            if ext is None:
+                new.ext = ext = Extension(new_deadline, None, None, None)  # see replacement()
+            ext.deadline = new_deadline
+        if task.ext is not None and task.ext.recurrence is not None:
+            core.series.discard(task)
+        # Queued before the original is claimed: its lane never looks idle meanwhile
+        # (a lane's shutdown(wait=True) would return).
+        core.queue(new, None, effects, held=was == THROTTLED)
+        core.claim(task, VOID, effects)
+        task.hand_over()  # the copy holds the call: nothing is freed here
+        core.discarded(effects)
+        return True
+
+    return core.locked(step)

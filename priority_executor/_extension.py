@@ -1,0 +1,142 @@
+"""A task's extension: the one object that carries what features add to a task (a start
+deadline, a lane, a retry policy, a recurrence), and answers the scheduler's hooks for
+them (see ``_task.Hooks``).
+
+A plain task has none: the scheduler tests ``task.ext is None`` and goes on. Each hook here
+asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry its
+``Retry`` policy (``_retry``), a series its ``Recurrence`` (``_recurring``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from ._lanes import LaneState, LaneTally
+from ._recurring import Recurrence
+from ._retry import Retry, log_retry
+from ._task import EXPIRED, FAILED, READY, STARTED, THROTTLED, Call, Core, Expiry, Tally, Task, run
+
+if TYPE_CHECKING:
+    from ._effects import Effects
+
+
+class Extension:
+    __slots__ = ("attempt", "deadline", "error", "expiry", "lane", "recurrence", "retry")
+
+    def __init__(
+        self,
+        deadline: float | None,
+        lane: LaneState | None,
+        retry: Retry | None,
+        recurrence: Recurrence | None,
+    ) -> None:
+        self.deadline = deadline
+        self.expiry: Expiry | None = None  # while the task waits, if it has a deadline
+        self.lane = lane
+        self.retry = retry
+        self.recurrence = recurrence
+        self.attempt = 1  # which attempt runs or waits, with a retry policy
+        # The last attempt's exception while its retry waits: the task's outcome, should the
+        # retry not start by the deadline (see late()).
+        self.error: BaseException | None = None
+
+    def check_open(self) -> None:
+        if self.lane is not None and self.lane.closed:
+            raise RuntimeError("cannot schedule new futures after the lane's shutdown")
+
+    def closed(self) -> bool:
+        return self.lane is not None and self.lane.closed
+
+    def lock_free(self) -> bool:
+        return self.deadline is None and self.retry is None and self.recurrence is None
+
+    def needs_timers(self) -> bool:
+        return self.lane is not None and self.lane.timed
+
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+        deadline = self.deadline
+        if deadline is not None and deadline <= core.now():
+            # Its expiry may still be on its way: never start a task that is late.
+            return self.late()
+        lane = self.lane
+        if lane is not None and lane.start(task, entry, core, effects) == THROTTLED:
+            return THROTTLED
+        self.error = None  # an attempt starts: the last one's outcome is no longer the task's
+        return STARTED
+
+    def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        waiting = state <= READY
+        if waiting is not (was <= READY):
+            # Queued (new, or again), or out of the queue: its deadline's alarm goes with it.
+            if waiting:
+                if self.deadline is not None:
+                    self.expiry = Expiry(task, self.deadline)
+                    core.set_alarm(self.expiry, effects)
+            elif self.expiry is not None:
+                self.expiry.task = None  # a finished task, and its result, must not live on
+                self.expiry = None
+                core.alarm_died()
+        if self.lane is not None:
+            self.lane.moved(task, was, state, core, effects)
+
+    def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
+        self.lane.hold(entry, core, effects)  # type: ignore[union-attr]  # only a lane's
+
+    def let_go(self) -> None:
+        self.error = None
+
+    def run_over(self) -> None:
+        if self.recurrence is None:
+            self.lane = None
+
+    def counted(self, state: int) -> None:
+        if self.lane is not None:
+            self.lane.counts[state] += 1
+
+    def late(self) -> int:
+        # A retry's future then ends with its last attempt's exception (see Task.abandon):
+        # a task counts where its future ended.
+        return FAILED if self.error is not None else EXPIRED
+
+    def again_in(
+        self, task: Task, exc: BaseException, now: float, effects: Effects
+    ) -> float | None:
+        """The one place that asks a retry policy "again, and when?"."""
+        lane, retry = self.lane, self.retry
+        if retry is None or (lane is not None and lane.cancelled):
+            return None  # by the lane's shutdown(cancel_futures=True)
+        wait = retry.again(exc, self.attempt)
+        deadline = self.deadline
+        if wait is None or (deadline is not None and now + wait >= deadline):
+            return None  # the deadline bounds every attempt's start
+        self.attempt += 1
+        if self.recurrence is None:
+            self.error = exc
+        effects.later.append(
+            functools.partial(log_retry, task.fn, lane, self.attempt - 1, retry.attempts, wait, exc)
+        )
+        return wait
+
+    def next_due(self, now: float) -> float:
+        self.attempt = 1  # a run ended for good: the next one that fails counts anew
+        return self.recurrence.next_due(now)  # type: ignore[union-attr]  # a series'
+
+    def copy(self, task: Task) -> Extension:
+        new = Extension(self.deadline, self.lane, self.retry, self.recurrence)
+        new.attempt = self.attempt
+        new.error = self.error
+        return new
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
+        """Run the claimed task in a worker (see ``_task.run``); a lane's, counting its end
+        in the lane as well (see ``LaneTally``)."""
+        lane = self.lane
+        if lane is None:
+            run(task, tally, call)
+            return
+        counter = LaneTally(tally, task, lane, core)  # type: ignore[arg-type]  # a worker's list
+        try:
+            run(task, counter, call)
+        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
+            counter.finished()
