@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any, cast
 from ._arguments import check_deadline
 from ._extension import Extension
 from ._stats import ExecutorStats, make_stats
-from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, OwnFuture, Task
+from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, Extended, OwnFuture, Task
 from ._waiting import WaitingState, WaitingTask
 
 if TYPE_CHECKING:
     from ._effects import Effects
+    from ._lanes import LaneState
     from ._scheduler import Scheduler
     from ._task import Holder, Lane
 
@@ -162,9 +163,11 @@ def reschedule(
         new._when = when
         new._seq = core.next_seq()
         if new_deadline is not None:
-            ext = cast(Extension, new.ext)
-            if ext is None:
-                new.ext = ext = Extension(new_deadline, None, None, None)  # see replacement()
+            ext = new.ext
+            if not isinstance(ext, Extension):  # a plain task, or one whose ext is its lane
+                lane = None if ext is None else cast("LaneState", ext.lane)
+                ext = Extension(None, lane, None, None)
+                cast(Extended, new).ext = ext  # a copy is an Extended (see replacement())
             ext.deadline = new_deadline
         if task.ext is not None and task.ext.recurrence is not None:
             core.series.discard(task)

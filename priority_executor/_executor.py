@@ -168,7 +168,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
         else:
             task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
-            task.ext = Extension(deadline, lane, retry, None)
+            # A lane is the extension of its tasks that have no other feature.
+            only_lane = deadline is None and retry is None
+            task.ext = lane if only_lane else Extension(deadline, lane, retry, None)
         scheduler.add(task, due <= now)
         return future
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from ._lanes import LaneState, LaneTally
+from ._lanes import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
 from ._task import EXPIRED, FAILED, READY, STARTED, THROTTLED, Call, Core, Expiry, Tally, Task, run
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 
 class Extension:
+    """The extension of a task with a deadline, a retry policy or a recurrence, and maybe
+    a lane (a task whose one feature is its lane has the lane itself: see LaneState)."""
+
     __slots__ = ("attempt", "deadline", "error", "expiry", "lane", "recurrence", "retry")
+    lock_free = False  # it needs the promoter
 
     def __init__(
         self,
@@ -44,15 +48,6 @@ class Extension:
     def check_open(self) -> None:
         if self.lane is not None and self.lane.closed:
             raise RuntimeError("cannot schedule new futures after the lane's shutdown")
-
-    def closed(self) -> bool:
-        return self.lane is not None and self.lane.closed
-
-    def lock_free(self) -> bool:
-        return self.deadline is None and self.retry is None and self.recurrence is None
-
-    def needs_timers(self) -> bool:
-        return self.lane is not None and self.lane.timed
 
     def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
         deadline = self.deadline
@@ -85,10 +80,6 @@ class Extension:
 
     def let_go(self) -> None:
         self.error = None
-
-    def run_over(self) -> None:
-        if self.recurrence is None:
-            self.lane = None
 
     def counted(self, state: int) -> None:
         if self.lane is not None:
@@ -129,14 +120,8 @@ class Extension:
         return new
 
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run the claimed task in a worker (see ``_task.run``); a lane's, counting its end
-        in the lane as well (see ``LaneTally``)."""
-        lane = self.lane
-        if lane is None:
+        """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does."""
+        if self.lane is None:
             run(task, tally, call)
-            return
-        counter = LaneTally(tally, task, lane, core)  # type: ignore[arg-type]  # a worker's list
-        try:
-            run(task, counter, call)
-        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
-            counter.finished()
+        else:
+            self.lane.run(task, tally, call, core)

@@ -33,6 +33,7 @@ from ._stats import ExecutorStats, make_stats
 from ._submitting import Executor
 from ._task import (
     CANCELLED,
+    EXPIRED,
     INTAKE,
     READY,
     STARTED,
@@ -40,8 +41,11 @@ from ._task import (
     THROTTLED,
     WAITING,
     Alarm,
+    Call,
     Core,
-    Hooks,
+    Tally,
+    Task,
+    run,
 )
 from ._waiting import WaitingTask
 
@@ -49,7 +53,6 @@ if TYPE_CHECKING:
     from ._effects import Effects
     from ._retry import Retry
     from ._scheduler import Scheduler
-    from ._task import Task
 
 
 class LaneState:
@@ -241,13 +244,17 @@ class LaneState:
             given.discard(task)  # it did not take the room it was given: another may
         elif state > STARTED and was <= READY:
             self._claimed(task, was, core, effects)
-        self.track(core)
+            self.track(core)  # it may be idle now
+            return
+        if not self.tracked and state <= READY:
+            self.track(core)  # busy now
 
     def track(self, core: Core) -> None:
-        """List the lane among the scheduler's holders while any of its tasks is due: its
-        throttled ones are waiting tasks, and its ready ones may be held back (see
-        ``held_back``)."""
-        due = bool(self.counts[READY] or self.throttled)
+        """List the lane among the scheduler's holders while it is busy: its throttled
+        tasks are waiting tasks, and its ready ones may be held back (see ``held_back``)."""
+        # Running too: so that a busy lane, whose ready count comes and goes with each
+        # start, is listed and unlisted only as it becomes busy and idle.
+        due = bool(self.counts[READY] or self.throttled or self.running)
         if due is not self.tracked:
             self.tracked = due
             core.holding(self, due)
@@ -277,7 +284,10 @@ class LaneState:
         self.last_end = at
         if self.throttled:
             self.release(core, effects)
-        self.settled(effects)
+        if not (self.running or counts[READY] or self.throttled):
+            self.track(core)  # idle now
+        if self.drained is not None:
+            self.settled(effects)
 
     def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
         """Hold a task just moved THROTTLED, until the lane has room for it."""
@@ -331,6 +341,50 @@ class LaneState:
         counts = self.counts
         return any(counts[: STARTED + 1])
 
+    # -- as the extension of its tasks that have no other feature (see _task.Hooks) ---------
+
+    lock_free = True
+    deadline = None
+    recurrence = None
+    error = None
+
+    @property
+    def lane(self) -> LaneState:
+        return self
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("cannot schedule new futures after the lane's shutdown")
+
+    def counted(self, state: int) -> None:
+        self.counts[state] += 1
+
+    def late(self) -> int:
+        return EXPIRED  # never asked: without a deadline, nothing is late
+
+    def again_in(
+        self, task: Task, exc: BaseException, now: float, effects: Effects
+    ) -> float | None:
+        return None  # never asked: its retry policy is None, or the task has an Extension
+
+    def next_due(self, now: float) -> float:
+        raise AssertionError("a series has an Extension")
+
+    def copy(self, task: Task) -> LaneState:
+        return self
+
+    def let_go(self) -> None:
+        pass
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
+        """Run a claimed task of the lane in a worker (see ``_task.run``), counting its end
+        in the lane as well (see ``LaneTally``)."""
+        counter = LaneTally(tally, task, self, core)  # type: ignore[arg-type]  # a list
+        try:
+            run(task, counter, call)
+        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
+            counter.finished()
+
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"
 
@@ -381,11 +435,11 @@ class LaneTally:
 
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
-        end = functools.partial(_run_ended, self.task.ext, lane, state, core.now(), core)
+        end = functools.partial(lane.ended, state, core.now(), core)
         if lane.throttled or lane.drained is not None:
             core.locked(end)
         else:
-            core.post(end)
+            core.later.append(end)  # the next thread to take the lock counts it (see post)
             # After the post: a task throttled since, by a thread that counted the posts
             # before this one, is released by whoever counts this one; this look makes it
             # this thread, now.
@@ -402,14 +456,6 @@ class LaneTally:
         if lane.drained is not None and not lane.in_hand:
             self.core.locked(lambda effects: lane.settled(effects))
         del self.task  # the worker lets go of the task, and its result, at once
-
-
-def _run_ended(
-    ext: Hooks | None, lane: LaneState, state: int, at: float, core: Core, effects: Effects
-) -> None:
-    if ext is not None:
-        ext.run_over()  # a one-shot's future, which the user may keep, lets go of the lane
-    lane.ended(state, at, core, effects)
 
 
 def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:

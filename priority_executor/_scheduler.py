@@ -63,6 +63,7 @@ from ._task import (
     WAITING,
     Alarm,
     Holder,
+    Lane,
     Task,
     TimerEntry,
 )
@@ -97,6 +98,7 @@ class Scheduler:
         self.series: set[Task] = set()  # tasks of live recurring series
         self.holders: set[Holder] = set()  # where throttled tasks wait (their lanes)
         self._posted: deque[Callable[[Effects], object]] = deque()  # see post()
+        self.later: deque[Callable[[Effects], object]] = deque()  # likewise, not flushed
         self.closed: str | None = None  # why submit() now raises
         self.broken: BaseException | None = None  # why nothing can run any more
         self.shutdown_requested: str | None = None  # by the GC finalizer: see request_shutdown
@@ -186,13 +188,16 @@ class Scheduler:
             # with nothing to take back. A delayed task needs one worker, started now:
             # Python 3.12+ starts no thread at interpreter exit, when it may become due.
             workers.start_worker(self)
-        if key is not None and (ext is None or ext.lock_free()):
+        if key is not None and (ext is None or ext.lock_free):
             # The common case: no lock (see the module docstring). A task with a deadline,
-            # a retry policy or a recurrence takes it: it needs the promoter.
-            if ext is not None:
-                ext.check_open()
-                if not self.manual_time and ext.needs_timers():
-                    self.promoter.start()  # a lane's window or cooldown may need a timer
+            # a retry policy or a recurrence takes it: it needs the promoter. Here its
+            # extension, if any, is its lane (see Hooks.lock_free).
+            lane: Lane | None = ext  # type: ignore[assignment]
+            if lane is not None:
+                if lane.closed:
+                    ext.check_open()  # type: ignore[union-attr]  # raises
+                if lane.timed and not self.manual_time:
+                    self.promoter.start()  # a window or cooldown may need a timer
             task.state = INTAKE
             if self.gate is not None:
                 self.gate.waiting.append(None)  # before the intake counts it: never fewer
@@ -204,7 +209,7 @@ class Scheduler:
             # After the append too: shutdown, and a lane's, close before they look at the
             # intake for the last time, so either that look finds this task or this check
             # finds it closed (then the task is taken back, unless a worker started it).
-            if (self.closed is not None or (ext is not None and ext.closed())) and (
+            if (self.closed is not None or (lane is not None and lane.closed)) and (
                 self._take_back(task)
             ):
                 # Shutdown won the race: raise as if it had come first.
@@ -356,8 +361,8 @@ class Scheduler:
             counts[INTAKE] += 1  # out of the intake's length, into the counts (see add())
             if task.state != INTAKE:
                 continue  # claimed in the intake: its claim counted it out
-            ext = task.ext
-            if ext is not None and ext.closed() and ext.lane is not closing:
+            lane: Lane | None = task.ext  # type: ignore[assignment]  # see add()
+            if lane is not None and lane.closed and lane is not closing:
                 # Submitted after its lane's shutdown drained the intake, so it saw the
                 # lane closed after the append: its submit is taken back and raises (see
                 # add()). It must not start meanwhile: the lane's shutdown(wait=True)
@@ -514,7 +519,7 @@ class Scheduler:
         Returns a task claimed STARTED, to run, or claimed late (see ``Hooks.late``), to
         abandon; None when the worker should exit.
         """
-        lock, intake, posted = self.lock, self.intake, self._posted
+        lock, intake, posted, later = self.lock, self.intake, self._posted, self.later
         in_order, ready = self.in_order, self.ready
         workers = self.workers
         idle, handing = workers.idle, workers.handing
@@ -525,7 +530,7 @@ class Scheduler:
         finished = False
         try:
             while True:
-                if posted:
+                if later or posted:
                     self.count_posted(effects)
                 if intake:
                     if len(intake) == 1 and not (in_order or ready):
@@ -584,7 +589,7 @@ class Scheduler:
                 # this release: a read after it sees that count, and a worker (this one,
                 # maybe) looks again. Likewise for a step posted meanwhile (a lane's run
                 # that ended: its room may be what a throttled task waits for).
-                if posted or (ends is not None and self._ends() != ends):
+                if later or (ends is not None and self._ends() != ends):
                     workers.wake_one()
                 try:
                     self._apply(effects)  # a lane's timer, say: not after a long sleep
@@ -593,11 +598,13 @@ class Scheduler:
                     workers.lock_for_worker(lock, park)
         finally:
             handing.pop()
-            self._release()
+            lock.release()
+            if posted:
+                self._flush_posted()
             self._apply(effects)
             # Workers parked behind this one (see WorkerPool.lock_for_worker) rely on this
             # look, made after the release: one of them takes over if work is left to take.
-            if idle and (finished or posted or self.ready_count()):
+            if idle and (finished or later or self.ready_count()):
                 workers.wake_one()
             if self.gate is not None:
                 self.gate.wake()  # a task started: its room is free
@@ -617,19 +624,24 @@ class Scheduler:
         self._apply(effects)
         return result
 
-    def post(self, step: Callable[[Effects], object]) -> None:
+    def post(self, step: Callable[[Effects], object], flush: bool = True) -> None:
         """Have ``step(effects)`` done under the lock, without waiting for it: at once if
-        the lock is free, else by its holder before it lets go (see ``_release``), or by
-        the next worker to take it (see ``take``). Never blocks: for callers that cannot
-        know who holds the lock."""
-        self._posted.append(step)
-        self._flush_posted()
+        the lock is free, else by its holder before it lets go (see ``_release``). Not
+        ``flush``: a step that may wait for the next thread that takes the lock, a worker
+        in ``take()`` or a reader of the counts (a lane's run end, which most often finds
+        a worker on its way). Never blocks: for callers that cannot know who holds the
+        lock."""
+        if flush:
+            self._posted.append(step)
+            self._flush_posted()
+        else:
+            self.later.append(step)
 
     def count_posted(self, effects: Effects) -> None:
         """Do the posted steps, under the lock: whatever reads counts does this first."""
-        posted = self._posted
-        while posted:
-            posted.popleft()(effects)
+        for posted in (self.later, self._posted):
+            while posted:
+                posted.popleft()(effects)
 
     def _flush_posted(self) -> None:
         while self._posted and self.lock.acquire(False):
@@ -852,6 +864,7 @@ class Scheduler:
         self.series = set()
         self.holders = set()
         self._posted = deque()
+        self.later = deque()
         for state in WAITING:
             self.counts[state] = 0
         # Its runs too: their threads are gone, and no end will ever be counted here.

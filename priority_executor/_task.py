@@ -12,6 +12,7 @@ import _thread
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures._base import PENDING as _FUTURE_PENDING
@@ -319,7 +320,12 @@ class Core(Protocol):
     def set_alarm(self, alarm: Alarm, effects: Effects) -> None: ...
     def alarm_died(self) -> None: ...
     def locked(self, step: Callable[[Effects], R]) -> R: ...
-    def post(self, step: Callable[[Effects], object]) -> None: ...
+    def post(self, step: Callable[[Effects], object], flush: bool = True) -> None: ...
+    @property
+    def later(self) -> deque[Callable[[Effects], object]]:
+        """Where a step posted without ``flush`` waits (see ``post``): appended to directly
+        on the hot path of a lane's run end."""
+
     def count_posted(self, effects: Effects) -> None: ...
 
 
@@ -338,13 +344,20 @@ class Lane(Protocol):
     """A task's lane, as the scheduler sees it (see ``_lanes.LaneState``)."""
 
     name: str | None
+    closed: bool  # by its shutdown: it takes no more tasks
+    timed: bool  # it has limits in time, which need the promoter
 
 
 class Hooks(Protocol):
     """A task's extension: what a feature adds to it (a start deadline, a lane, a retry
     policy, a recurrence), as the one object the task carries (``Task.ext``). The scheduler
     calls its hooks at the task's transitions, under its lock; a plain task has none, and
-    pays one attribute test for it. The implementation is ``_extension.Extension``."""
+    pays one attribute test for it. A task whose one feature is its lane has its lane for
+    extension (``_lanes.LaneState``); any other has an ``_extension.Extension``."""
+
+    # A lane's task with no other feature: it may be queued through the intake, without
+    # the lock (the others need the promoter), and its extension is its lane.
+    lock_free: bool
 
     @property
     def deadline(self) -> float | None: ...
@@ -362,22 +375,8 @@ class Hooks(Protocol):
     def error(self) -> BaseException | None:
         """A retry's last exception, while it waits."""
 
-    def run_over(self) -> None:
-        """A run ended for good (its lane has counted it): a one-shot task lets go of its
-        lane, as its future, which the user may keep, holds the task."""
-
     def check_open(self) -> None:
         """Raise ``RuntimeError`` if the task's lane takes no more tasks."""
-
-    def closed(self) -> bool:
-        """Whether the task's lane is closed (see ``check_open``)."""
-
-    def lock_free(self) -> bool:
-        """Whether the task may be queued through the intake, without the lock: a lane's
-        task with no deadline, retry policy or recurrence (each needs the promoter)."""
-
-    def needs_timers(self) -> bool:
-        """Whether the task's lane has limits in time, which need the promoter."""
 
     def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
         """A worker took the task from the ready heap: the state to claim it into (STARTED,
@@ -548,8 +547,9 @@ class Task(TimerEntry):
         as the future."""
         held = (self.future, self.fn, self.args, self.kwargs)
         del self.future, self.fn, self.args, self.kwargs
-        if self.ext is not None:
-            self.ext.let_go()
+        ext = self.ext
+        if ext is not None and ext.error is not None:
+            ext.let_go()
         return held
 
     def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:

@@ -333,13 +333,9 @@ def test_a_lanes_shutdown_while_its_last_run_ended_and_its_future_is_not_yet_don
         scheduler = ex._scheduler
         lane = ex.lane(max_running=1)
         pause = Pause()
-        post = scheduler.post
-
-        def ended_then_pause(step: Any) -> None:
-            post(step)  # the run's end: nothing waits for the lane's room, so it is posted
-            pause()  # the worker, with the end posted and the future not yet done
-
-        scheduler.post = ended_then_pause  # type: ignore[method-assign]
+        # The run's end: nothing waits for the lane's room, so it is posted; then the
+        # worker pauses, with the end posted and the future not yet done.
+        scheduler.later = PausingIntake(pause)  # type: ignore[assignment]
         future = lane.submit(int)
         assert pause.reached.wait(TIMEOUT)
         done_when_it_returned: list[bool] = []
