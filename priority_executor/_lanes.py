@@ -33,7 +33,6 @@ from ._stats import ExecutorStats, make_stats
 from ._submitting import Executor
 from ._task import (
     CANCELLED,
-    EXPIRED,
     INTAKE,
     READY,
     STARTED,
@@ -359,22 +358,8 @@ class LaneState:
     def counted(self, state: int) -> None:
         self.counts[state] += 1
 
-    def late(self) -> int:
-        return EXPIRED  # never asked: without a deadline, nothing is late
-
-    def again_in(
-        self, task: Task, exc: BaseException, now: float, effects: Effects
-    ) -> float | None:
-        return None  # never asked: its retry policy is None, or the task has an Extension
-
-    def next_due(self, now: float) -> float:
-        raise AssertionError("a series has an Extension")
-
     def copy(self, task: Task) -> LaneState:
         return self
-
-    def let_go(self) -> None:
-        pass
 
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
         """Run a claimed task of the lane in a worker (see ``_task.run``), counting its end

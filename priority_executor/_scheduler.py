@@ -43,7 +43,7 @@ import time
 from collections import deque
 from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from . import _effects, _threads
 from ._effects import Effects
@@ -64,6 +64,7 @@ from ._task import (
     Alarm,
     Holder,
     Lane,
+    MoreHooks,
     Task,
     TimerEntry,
 )
@@ -416,7 +417,7 @@ class Scheduler:
     def _next_run(self, task: Task, effects: Effects) -> None:
         if self.closed is None and not task.future.done():
             now = self.now()
-            task._when = due = task.ext.next_due(now)  # type: ignore[union-attr]
+            task._when = due = cast(MoreHooks, task.ext).next_due(now)  # a series'
             task._seq = self.next_seq()
             # VOID: its worker counts the run that ended (see _task.run).
             self.queue(task, self._key_or_error(task) if due <= now else None, effects, VOID)
@@ -445,7 +446,7 @@ class Scheduler:
         if task.future.done() or self.broken is not None or self.cancelled_all:
             return False  # cancelled (or a series ended), or nothing may start any more
         now = self.now()
-        wait = task.ext.again_in(task, exc, now, effects)  # type: ignore[union-attr]
+        wait = cast(MoreHooks, task.ext).again_in(task, exc, now, effects)  # a retry's
         if wait is None:
             return False
         task._when = now + wait
@@ -592,7 +593,8 @@ class Scheduler:
                 if later or (ends is not None and self._ends() != ends):
                     workers.wake_one()
                 try:
-                    self._apply(effects)  # a lane's timer, say: not after a long sleep
+                    if effects.later or effects.finally_ or effects.drop:
+                        self._apply(effects)  # a lane's timer, say: not after a long sleep
                     park.acquire()
                 finally:
                     workers.lock_for_worker(lock, park)
@@ -601,7 +603,8 @@ class Scheduler:
             lock.release()
             if posted:
                 self._flush_posted()
-            self._apply(effects)
+            if effects.later or effects.finally_ or effects.drop:
+                self._apply(effects)
             # Workers parked behind this one (see WorkerPool.lock_for_worker) rely on this
             # look, made after the release: one of them takes over if work is left to take.
             if idle and (finished or later or self.ready_count()):

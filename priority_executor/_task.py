@@ -19,7 +19,7 @@ from concurrent.futures._base import PENDING as _FUTURE_PENDING
 from contextlib import suppress
 from operator import attrgetter
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 
 from . import _threads
 from ._arguments import callable_name
@@ -391,6 +391,17 @@ class Hooks(Protocol):
     def counted(self, state: int) -> None:
         """A series ended in ``state`` while its run went on: counted, its state unchanged."""
 
+    def copy(self, task: Task) -> Hooks:
+        """This extension for ``task``, a copy queued in its task's place (see reschedule)."""
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
+        """Run the claimed task in a worker (see ``run``)."""
+
+
+class MoreHooks(Hooks, Protocol):
+    """The hooks that only an ``_extension.Extension`` answers: of a task with a deadline,
+    a retry policy or a recurrence (each caller knows that its task has one)."""
+
     def late(self) -> int:
         """The state of the task claimed because its deadline passed (see ``Task.abandon``)."""
 
@@ -401,12 +412,6 @@ class Hooks(Protocol):
 
     def next_due(self, now: float) -> float:
         """A run of a series ended at ``now``: when the next one is due."""
-
-    def copy(self, task: Task) -> Hooks:
-        """This extension for ``task``, a copy queued in its task's place (see reschedule)."""
-
-    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run the claimed task in a worker (see ``run``)."""
 
     def let_go(self) -> None:
         """The task is done: let go of what it holds for it (a retry's last exception,
@@ -549,7 +554,7 @@ class Task(TimerEntry):
         del self.future, self.fn, self.args, self.kwargs
         ext = self.ext
         if ext is not None and ext.error is not None:
-            ext.let_go()
+            cast(MoreHooks, ext).let_go()
         return held
 
     def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:
@@ -593,7 +598,7 @@ class Expiry(Alarm):
     def fire(self, core: Core, now: float, effects: Effects) -> None:
         task = self.task
         if task is not None:
-            core.move(task, task.ext.late(), effects)  # type: ignore[union-attr]
+            core.move(task, cast(MoreHooks, task.ext).late(), effects)  # it has a deadline
             effects.later.append(task.abandon)
 
 
