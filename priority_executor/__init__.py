@@ -3,6 +3,7 @@ deadlines, recurring tasks, lanes and retries."""
 
 from ._executor import PriorityExecutor
 from ._expiry import Expired
+from ._gate import QueueFull
 from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
@@ -20,6 +21,7 @@ __all__ = [
     "Priority",
     "PriorityExecutor",
     "PriorityFirst",
+    "QueueFull",
     "Retry",
     "TaskInfo",
     "WaitingTask",

@@ -4,6 +4,7 @@ public methods."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, cast
 
 from ._arguments import check_deadline
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from ._lanes import LaneState
     from ._scheduler import Scheduler
     from ._task import Holder, Lane
+    from ._waiting import HeldBy
 
 
 def stats(core: Scheduler) -> ExecutorStats:
@@ -46,7 +48,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
     """Every task not started yet (of ``lane``, if given), in one snapshot taken under
     the lock: the ready ones in the order workers would take them, then the throttled
     ones in the same order (a lane's ready tasks beyond its room among them: see
-    ``held_back``), then the others by due time."""
+    ``held_back``), with the limit that holds them back, then the others by due time."""
 
     def step(effects: Effects) -> list[WaitingTask]:
         now = core.now()
@@ -88,8 +90,13 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
                 seen.add(id(timer))
                 pending.append(timer)
         pending.sort()
+        # What holds each lane's throttled tasks back: each such lane has due tasks, so is
+        # among the holders.
+        held: dict[object, tuple[HeldBy, float] | None] = {
+            holder: holder.holding(now) for holder in core.holders
+        }
         return [
-            _waiting_task(task, state, now)
+            _waiting_task(task, state, now, held)
             for state, tasks in (
                 ("ready", ready),
                 ("throttled", [e[-1] for e in throttled]),
@@ -102,9 +109,12 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
     return core.locked(step)
 
 
-def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
+def _waiting_task(
+    task: Task, state: str, now: float, held: dict[object, tuple[HeldBy, float] | None]
+) -> WaitingTask:
     deadline = task.deadline
     own = None if task.ext is None else task.ext.lane
+    holding = held.get(own) if state == "throttled" else None
     return WaitingTask(
         future=task.future,
         fn=task.fn,
@@ -113,6 +123,8 @@ def _waiting_task(task: Task, state: str, now: float) -> WaitingTask:
         due_in=task._when - now,
         expires_in=None if deadline is None else deadline - now,
         lane=None if own is None else own.name,
+        held_by=None if holding is None else holding[0],
+        starts_in=None if holding is None or holding[1] == math.inf else holding[1] - now,
     )
 
 

@@ -33,6 +33,7 @@ from ._arguments import (
 from ._backend import RemoteFuture, open_backend
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._extension import Extension
+from ._gate import make_gate
 from ._lanes import Lane, LaneState, make_lane_state
 from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence
@@ -44,7 +45,9 @@ from ._waiting import WaitingTask
 from ._workers import WorkerPool
 
 _DEFAULT_POLICY = PriorityFirst()
-_LANE_DEFAULTS = make_lane_state(None, None, None, None, None, None, None, False).options()
+_LANE_DEFAULTS = make_lane_state(
+    None, None, None, None, None, None, None, False, None, None
+).options()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
@@ -55,10 +58,13 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     are taken in the order of ``policy``; ``clock`` replaces real time (see
     ``priority_executor.testing.ManualClock``); a failed task is tried again as ``retry``
     says (see ``Retry``). ``reschedule()`` changes a task that has not started;
-    ``waiting()`` shows every such task. With ``max_waiting``, a submit blocks while that
-    many tasks wait to start (a series counts once), unless it comes from one of the
-    executor's own tasks or callbacks, and raises ``RuntimeError`` if shutdown begins
-    while it waits.
+    ``waiting()`` shows every such task. With ``max_waiting``, a submit waits while that
+    many tasks wait to start (a series counts once): until there is room, or for at most
+    ``waiting_timeout`` seconds (0: not at all), then raises ``QueueFull``, having queued
+    nothing. A submit from a thread that runs an asyncio event loop never waits, which
+    would stall the loop: it raises ``QueueFull`` at once. One from the executor's own
+    tasks or callbacks is let through; one waiting when shutdown begins raises
+    ``RuntimeError``. A lane can have a bound of its own (see ``lane()``).
     """
 
     # A ThreadPoolExecutor for whoever checks (asyncio's set_default_executor(), grpc), but
@@ -84,6 +90,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         backend: Executor | Literal["process"] | None = None,
         retry: Retry | None = None,
         max_waiting: int | None = None,
+        waiting_timeout: float | timedelta | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -98,8 +105,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         check_retry(retry)
-        if max_waiting is not None and check_int("max_waiting", max_waiting) < 1:
-            raise ValueError(f"max_waiting must be at least 1, not {max_waiting}")
+        gate = make_gate(max_waiting, waiting_timeout)
         self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
@@ -114,7 +120,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             thread_name_prefix or f"PriorityExecutor-{self._counter()}"
         )
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
-        self._scheduler = scheduler = Scheduler(self._clock, policy, workers, max_waiting)
+        self._scheduler = scheduler = Scheduler(self._clock, policy, workers, gate)
         _lifecycle.register(scheduler)
         # How its tasks' futures reach the scheduler (see OwnFuture).
         self._owner: weakref.ref[Owner] = weakref.ref(scheduler)
@@ -237,6 +243,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         cooldown: float | timedelta | None = None,
         retry: Retry | None = None,
         survive_failures: bool = False,
+        max_waiting: int | None = None,
+        waiting_timeout: float | timedelta | None = None,
     ) -> Lane:
         """A lane: a kind of work with limits of its own, on this executor's workers.
 
@@ -245,6 +253,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         ``cooldown``: a task starts only once this many seconds passed since the lane's
         latest run ended. ``priority``: its tasks' default priority. ``retry``: its own
         retry policy. ``survive_failures``: its recurring series go on after a failed run.
+        ``max_waiting``, ``waiting_timeout``: as the executor's, for the lane's own tasks;
+        a submit to the lane needs room under both bounds, the lane's and the executor's
+        (it waits for the lane's first, so a lane at its bound holds back no other lane).
 
         A named lane is one per name: a later call returns the same lane, and options it
         gives must equal the lane's. Made with options, it keeps them until its
@@ -252,10 +263,22 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         forgotten once idle and unreferenced. Raises ``RuntimeError`` after ``shutdown()``.
         """
         state = make_lane_state(
-            name, priority, max_running, max_starts, per, cooldown, retry, survive_failures
+            name,
+            priority,
+            max_running,
+            max_starts,
+            per,
+            cooldown,
+            retry,
+            survive_failures,
+            max_waiting,
+            waiting_timeout,
         )
         self._check_priority(state.priority)
         self._scheduler.check_open()
+        if state.gate is not None:
+            # Before anyone can find the lane: its first submit counts in its gate.
+            self._scheduler.bound(state.gate)
         if name is None:
             return self._lane_facade(state)
         given = state.options()
@@ -404,7 +427,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         stats = self.stats()
         return (
             f"<{type(self).__name__} max_workers={self._max_workers} policy={self._policy!r}"
-            f" running={stats.running} ready={stats.ready} scheduled={stats.scheduled}>"
+            f" running={stats.running} ready={stats.ready} throttled={stats.throttled}"
+            f" scheduled={stats.scheduled}>"
         )
 
 

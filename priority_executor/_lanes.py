@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _threads
 from ._arguments import check_int, check_priority, seconds
+from ._gate import Gate, make_gate
 from ._retry import check_retry
 from ._stats import ExecutorStats, make_stats
 from ._submitting import Executor
@@ -46,7 +47,7 @@ from ._task import (
     Task,
     run,
 )
-from ._waiting import WaitingTask
+from ._waiting import HeldBy, WaitingTask
 
 if TYPE_CHECKING:
     from ._effects import Effects
@@ -66,6 +67,7 @@ class LaneState:
         "counts",
         "drained",
         "facade",
+        "gate",
         "given",
         "in_hand",
         "last_end",
@@ -95,6 +97,7 @@ class LaneState:
         cooldown: float | None,
         retry: Retry | None,
         survive_failures: bool,
+        gate: Gate | None,
     ) -> None:
         self.name = name
         self.priority = priority
@@ -104,6 +107,8 @@ class LaneState:
         self.cooldown = cooldown
         self.retry = retry
         self.survive_failures = survive_failures  # its series go on after a failed run
+        # Where its submits wait while max_waiting of its tasks wait (see _gate.admit).
+        self.gate = gate
         self.running = 0
         # Start times within the last ``per`` seconds, oldest first.
         self.starts: deque[float] | None = None if max_starts is None else deque()
@@ -136,6 +141,8 @@ class LaneState:
             "cooldown": self.cooldown,
             "retry": self.retry,
             "survive_failures": self.survive_failures,
+            "max_waiting": None if self.gate is None else self.gate.limit,
+            "waiting_timeout": None if self.gate is None else self.gate.timeout,
         }
 
     # -- the limits: may a task start now, and if not, when? ---------------------------------
@@ -179,6 +186,29 @@ class LaneState:
         until a worker comes to throttle them (see ``start``)."""
         return max(0, self.counts[READY] - max(0, int(min(self._startable(now), 1 << 62))))
 
+    def holding(self, now: float) -> tuple[HeldBy, float] | None:
+        """Which limit holds back its throttled tasks (and its ready ones beyond its room:
+        see ``held_back``) at ``now``, and when it lets the next one start: ``math.inf``
+        for ``max_running``, which a run's end lifts. Its ready tasks that may start now
+        count as started: they start before these. None if no limit holds them: the lane
+        is about to give them its room."""
+        ahead = self.counts[READY] - self.held_back(now)  # forgets the starts out of the window
+        if self.max_running is not None and self.running + ahead >= self.max_running:
+            return "max_running", math.inf
+        held: tuple[HeldBy, float] | None = None
+        if self.cooldown is not None and self.last_end + self.cooldown > now:
+            held = "cooldown", self.last_end + self.cooldown
+        starts, limit = self.starts, self.max_starts
+        if starts is not None and limit is not None:
+            # The window is full once the tasks ahead start too, about now: it has room
+            # again when the start this many places from its oldest leaves it.
+            over = len(starts) + ahead - limit
+            if over >= 0:
+                leaves = (starts[over] if over < len(starts) else now) + self.per
+                if held is None or leaves > held[1]:
+                    held = "max_starts", leaves
+        return held
+
     def more_room_at(self, now: float) -> float:
         """When time alone next gives the lane more room than ``room(now)``, always after
         ``now``; ``math.inf`` if only a run's end can (or nothing holds the lane back)."""
@@ -217,6 +247,15 @@ class LaneState:
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
         """One of its tasks moved from ``was`` to ``state`` (see ``Scheduler.move``)."""
+        gate = self.gate
+        if gate is not None and (was <= READY) is not (state <= READY):
+            # Its max_waiting's count, as move() keeps the executor's: queued, or out of
+            # the queue (a task in the intake was counted as it went in: see add()).
+            if state <= READY:
+                gate.waiting.append(None)
+            else:
+                gate.waiting.pop()
+                effects.later.append(gate.wake)  # its room is free
         counts = self.counts
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
             counts[was] -= 1
@@ -451,6 +490,8 @@ def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:
         # Closed before the drain: a submit that appends to the intake after it sees the
         # lane closed, and takes its task back (see Scheduler.add).
         lane.closed = True
+        if lane.gate is not None:
+            effects.later.append(lane.gate.wake_all)  # the submits waiting for its room raise
         core.count_posted(effects)
         core.drain_intake(effects, closing=lane)
         if cancel_futures:
@@ -510,6 +551,8 @@ def make_lane_state(
     cooldown: float | timedelta | None,
     retry: Retry | None,
     survive_failures: bool,
+    max_waiting: int | None,
+    waiting_timeout: float | timedelta | None,
 ) -> LaneState:
     """The options of ``executor.lane()``, checked."""
     if name is not None and not isinstance(name, str):
@@ -527,8 +570,9 @@ def make_lane_state(
     pause = None if cooldown is None else seconds("cooldown", cooldown)
     if not isinstance(survive_failures, bool):
         raise TypeError(f"survive_failures must be a bool, not {type(survive_failures).__name__}")
+    gate = make_gate(max_waiting, waiting_timeout)
     return LaneState(
-        name, priority or 0, max_running, max_starts, window, pause, retry, survive_failures
+        name, priority or 0, max_running, max_starts, window, pause, retry, survive_failures, gate
     )
 
 
@@ -592,6 +636,19 @@ class Lane(Executor):
     def survive_failures(self) -> bool:
         """Whether its recurring series go on after a failed run."""
         return self._state.survive_failures
+
+    @property
+    def max_waiting(self) -> int | None:
+        """At most this many of its tasks wait to start; a submit past it waits for room."""
+        gate = self._state.gate
+        return None if gate is None else gate.limit
+
+    @property
+    def waiting_timeout(self) -> float | None:
+        """In seconds: how long a submit waits for room under ``max_waiting`` before it
+        raises ``QueueFull`` (0: not at all); None: until there is room."""
+        gate = self._state.gate
+        return None if gate is None else gate.timeout
 
     @property
     def closed(self) -> bool:

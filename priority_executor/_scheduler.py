@@ -7,12 +7,13 @@
 
 One lock guards both heaps, the counts and every state change, so each claim (start,
 cancel, expiry, drop) is one atomic step. ``move()`` is the one writer of a task's state,
-the counts, its extension's (a lane's counts, its deadline's alarm) and the waiting gate; a
-task's features (a deadline, a lane, a retry policy, a recurrence) are its extension's
-hooks, called there (see ``_task.Hooks``). A locked section only changes state: what must
-happen because of it (futures to complete, which runs their callbacks; a thread to start;
-the promoter to wake; user objects to let go of, which may run their ``__del__``) is
-collected in an ``Effects`` and applied once the lock is released (see ``_effects``).
+the counts, the waiting gate and its extension's (a lane's counts and gate, its deadline's
+alarm); a task's features (a deadline, a lane, a retry policy, a recurrence) are its
+extension's hooks, called there (see ``_task.Hooks``). A locked section only changes
+state: what must happen because of it (futures to complete, which runs their callbacks; a
+thread to start; the promoter to wake; user objects to let go of, which may run their
+``__del__``) is collected in an ``Effects`` and applied once the lock is released (see
+``_effects``).
 
 A task submitted due reaches the ready heap through the *intake*, a deque that submitters
 append to without the lock (deque appends and pops are thread-safe, on free-threaded
@@ -40,6 +41,7 @@ import itertools
 import math
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from . import _effects, _threads
 from ._effects import Effects
-from ._gate import Gate
+from ._gate import Gate, admit
 from ._policies import Policy, key_function
 from ._promoter import Promoter
 from ._task import (
@@ -78,7 +80,7 @@ R = TypeVar("R")
 
 class Scheduler:
     def __init__(
-        self, clock: Clock, policy: Policy, workers: WorkerPool, max_waiting: int | None
+        self, clock: Clock, policy: Policy, workers: WorkerPool, gate: Gate | None
     ) -> None:
         self._key = key_function(policy)
         self.clock = clock
@@ -110,8 +112,12 @@ class Scheduler:
         # By a shutdown that cancels waiting tasks: a failed attempt is not tried again.
         self.cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
-        # Where a submit waits while max_waiting tasks wait (see _add_when_room).
-        self.gate = None if max_waiting is None else Gate(max_waiting)
+        # Where a submit waits while max_waiting tasks wait (see _gate.admit).
+        self.gate = gate
+        # Those of the lanes with max_waiting: shutdown wakes the submits waiting there.
+        self._lane_gates: weakref.WeakSet[Gate] = weakref.WeakSet()
+        # Whether any gate counts tasks, the executor's or a lane's: one test on the plain path.
+        self.gated = gate is not None
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
 
@@ -164,10 +170,10 @@ class Scheduler:
     def add(self, task: Task, due_now: bool, admitted: bool = False) -> None:
         """Queue a new task, already due or not. If this raises (the executor takes no more
         work, no thread could start, a policy raised ``KeyboardInterrupt``), nothing of the
-        task stays queued or counted. With ``max_waiting``, wait for room first, unless
-        ``admitted`` (see ``_add_when_room``)."""
-        if self.gate is not None and not admitted:  # the one test of the plain path
-            self._add_when_room(self.gate, task, due_now)
+        task stays queued or counted. With ``max_waiting``, the executor's or its lane's,
+        wait for room first, unless ``admitted`` (see ``_gate.admit``)."""
+        if self.gated and not admitted:  # the one test of the plain path
+            admit(self, task, None if task.ext is None else task.ext.lane, due_now)
             return
         key = None
         if due_now:
@@ -200,8 +206,11 @@ class Scheduler:
                 if lane.timed and not self.manual_time:
                     self.promoter.start()  # a window or cooldown may need a timer
             task.state = INTAKE
-            if self.gate is not None:
-                self.gate.waiting.append(None)  # before the intake counts it: never fewer
+            if self.gated:  # counted before the intake counts it: never fewer
+                if self.gate is not None:
+                    self.gate.waiting.append(None)
+                if lane is not None and lane.gate is not None:
+                    lane.gate.waiting.append(None)  # the rest: see LaneState.moved
             self.intake.append((*key, task._seq, task))
             # After the append: a worker that finds the intake empty registers as idle
             # first and looks again (see take()), so one of the two always sees the other.
@@ -240,24 +249,7 @@ class Scheduler:
         if woke:
             time.sleep(0)  # the one portable way to hand the GIL over
 
-    def _add_when_room(self, gate: Gate, task: Task, due_now: bool) -> None:
-        """``add()`` with ``max_waiting``: first wait until fewer than that many tasks wait
-        to start. Not in one of the executor's own threads: a task or a callback that
-        waited there would hold up a worker, the very thing that makes room (once every
-        worker waited so, nothing would), so it is let through."""
-        if not gate.take_room():
-            if _threads.owned_by(self):
-                self.add(task, due_now, admitted=True)
-                return
-            gate.enter(functools.partial(self._check_accepts, task))
-        try:
-            self.add(task, due_now, admitted=True)
-        finally:
-            # Counted as waiting by now (or refused, or failed, or started): the room it
-            # held is its task's, or another submit's.
-            gate.entered()
-
-    def _check_accepts(self, task: Task) -> None:
+    def check_accepts(self, task: Task) -> None:
         """Raise if the executor, or the task's lane, takes no more tasks: a submit blocked
         when shutdown begins raises."""
         self.check_open()
@@ -724,8 +716,7 @@ class Scheduler:
     def _close(
         self, cancel_futures: bool, reason: str, cancel_not_due: bool, effects: Effects
     ) -> None:
-        if self.closed is None:
-            self.closed = reason
+        self._take_no_more(reason, effects)
         if cancel_futures or cancel_not_due:
             self.cancelled_all = True  # a retry would be a task not due
             for task in self.claim_waiting(CANCELLED, effects, due_too=cancel_futures):
@@ -751,13 +742,26 @@ class Scheduler:
     def _break(self, exc: BaseException, effects: Effects) -> None:
         if self.broken is None:
             self.broken = exc
-        if self.closed is None:
-            self.closed = str(exc)
+        self._take_no_more(str(exc), effects)
         for task in self.claim_waiting(FAILED, effects):
             effects.later.append(functools.partial(fail_fresh, task, exc))
         # Their futures, as they complete, tell their tasks: that ends the series (see _end).
         effects.later.extend(functools.partial(fail_fresh, task, exc) for task in self.series)
         self.discarded(effects)
+
+    def _take_no_more(self, reason: str, effects: Effects) -> None:
+        """Shutdown began, or the pool broke: submits raise, those waiting for a lane's room
+        too (those waiting for the executor's are woken by every claim: see discarded())."""
+        if self.closed is None:
+            self.closed = reason
+        effects.later.extend(gate.wake_all for gate in self._lane_gates)
+
+    def bound(self, gate: Gate) -> None:
+        """A lane with ``max_waiting`` was made: from now on every submit looks for room
+        (see add()), and shutdown wakes the submits waiting in its gate."""
+        # Under the lock, as _take_no_more iterates them.
+        self.locked(lambda effects: self._lane_gates.add(gate))
+        self.gated = True
 
     def waiting_tasks(self, effects: Effects) -> list[Task]:
         """Every entry of a waiting task, under the lock, once the intake is drained: the
@@ -875,7 +879,9 @@ class Scheduler:
         self.promoter = Promoter(self, self.promoter.name)
         self.promoter.retire()
         if self.gate is not None:
-            self.gate = Gate(self.gate.limit)  # its lock may be held by a parent's thread
+            self.gate.after_fork_in_child()
+        for gate in self._lane_gates:
+            gate.after_fork_in_child()
         self.workers.forget_threads()
         self.drained = threading.Event()
         self.drained.set()

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 from . import _threads
 from ._arguments import callable_name
 from ._expiry import mark_expired, raise_if_expired
+from ._gate import Bounded
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from ._effects import Effects
+    from ._waiting import HeldBy
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
 PENDING = 0  # in the pending heap, not due yet
@@ -339,11 +341,14 @@ class Holder(Protocol):
     def held_back(self, now: float) -> int:
         """How many of its ready tasks cannot start now (see ``_lanes.LaneState``)."""
 
+    def holding(self, now: float) -> tuple[HeldBy, float] | None:
+        """Which of its limits holds its throttled tasks back, and until when."""
 
-class Lane(Protocol):
-    """A task's lane, as the scheduler sees it (see ``_lanes.LaneState``)."""
 
-    name: str | None
+class Lane(Bounded, Protocol):
+    """A task's lane, as the scheduler sees it (see ``_lanes.LaneState``): its name and
+    its gate, as admission sees them (``_gate.Bounded``), and these."""
+
     closed: bool  # by its shutdown: it takes no more tasks
     timed: bool  # it has limits in time, which need the promoter
 

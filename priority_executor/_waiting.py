@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 WaitingState = Literal["scheduled", "ready", "throttled"]
+HeldBy = Literal["max_running", "max_starts", "cooldown"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,13 @@ class WaitingTask:
     ``expires_in`` are seconds from the snapshot on the executor's clock, negative when
     overdue; ``expires_in`` is None for a task without a deadline. ``lane`` is the name of
     the task's lane, None for an anonymous lane or none.
+
+    For a throttled task, ``held_by`` names the lane's limit that holds it back:
+    ``"max_running"``, ``"max_starts"`` or ``"cooldown"``; ``starts_in`` is when that limit
+    lets the lane's next task start, in seconds from the snapshot: when the window or the
+    cooldown passes, None for ``max_running``, which only a run's end lifts. Both are None
+    for a task that is not throttled, and for a moment when its lane has room again and
+    has not yet given it back to the workers.
     """
 
     future: Future[Any]
@@ -26,3 +34,5 @@ class WaitingTask:
     due_in: float
     expires_in: float | None
     lane: str | None = None
+    held_by: HeldBy | None = None
+    starts_in: float | None = None

@@ -22,11 +22,12 @@ def test_repr_shows_size_policy_and_counts() -> None:
     clock = ManualClock()
     with PriorityExecutor(2, policy=Fifo(), clock=clock) as ex:
         assert repr(ex) == (
-            "<PriorityExecutor max_workers=2 policy=Fifo() running=0 ready=0 scheduled=0>"
+            "<PriorityExecutor max_workers=2 policy=Fifo() running=0 ready=0 throttled=0"
+            " scheduled=0>"
         )
         with blocked_worker(ex) as (release, _):
             ex.submit(int, delay=5)
-            assert repr(ex).endswith("running=1 ready=0 scheduled=1>")
+            assert repr(ex).endswith("running=1 ready=0 throttled=0 scheduled=1>")
             release.set()
         clock.advance(5)
 

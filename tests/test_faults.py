@@ -533,7 +533,7 @@ from priority_executor import PriorityExecutor
 parent = PriorityExecutor(max_workers=3, thread_name_prefix="parent", max_waiting=100)
 gate = threading.Event()
 running = parent.submit(gate.wait, 30)            # a worker busy during the fork
-lane = parent.lane(max_running=1)
+lane = parent.lane(max_running=1, max_waiting=10)  # a gate of its own, too
 lane_running = lane.submit(gate.wait, 30)         # and one with a lane's task
 queued = [parent.submit(time.sleep, 0.01) for _ in range(3)]
 delayed = parent.submit(str, "late", delay=0.3)    # the promoter sleeps during the fork
@@ -547,6 +547,10 @@ if pid == 0:
     assert names == ["MainThread"], names            # the parent's threads are not shared
     try:                                             # the inherited executor: no hang
         parent.submit(int).result(timeout=5)
+    except RuntimeError:
+        pass
+    try:
+        lane.submit(int).result(timeout=5)
     except RuntimeError:
         pass
     # The parent's tasks are not the child's: nothing changes them, counts them or runs them.

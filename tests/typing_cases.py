@@ -15,7 +15,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Literal, Optional, TypeVar
 
 from typing_extensions import assert_type
 
@@ -94,6 +94,11 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     assert_type(lane.stats(), ExecutorStats)
     with ex.lane(max_running=2) as anonymous:
         assert_type(anonymous, Lane)
+    bounded = ex.lane("bounded", max_waiting=10, waiting_timeout=0)
+    assert_type(bounded.max_waiting, "int | None")
+    assert_type(bounded.waiting_timeout, "float | None")
+    assert_type(ex.waiting()[0].held_by, Optional[Literal["max_running", "max_starts", "cooldown"]])
+    assert_type(ex.waiting()[0].starts_in, "float | None")
 
 
 def wrapped(ex: PriorityExecutor, lane: Lane, kw: dict[str, Any], nums: list[int]) -> None:
@@ -129,6 +134,8 @@ def constructed() -> None:
     PriorityExecutor(backend="process")
     PriorityExecutor(backend=ProcessPoolExecutor())
     PriorityExecutor(max_waiting=100)
+    PriorityExecutor(max_waiting=100, waiting_timeout=0.5)
+    PriorityExecutor(max_waiting=100, waiting_timeout=timedelta(seconds=1))
 
 
 def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
@@ -183,6 +190,8 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
 
     PriorityExecutor("4")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(max_waiting=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(max_waiting=1, waiting_timeout="1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.lane(max_waiting=1, waiting_timeout="1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.reschedule(ex.submit(h), run_at=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.reschedule(ex.submit(h), 1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     PriorityExecutor(policy=Fifo)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
