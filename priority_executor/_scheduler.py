@@ -347,15 +347,23 @@ class Scheduler:
     def drain_intake(self, effects: Effects, closing: object = None) -> None:
         """Move the intake's tasks to the ready heap. ``closing``: a lane closed just now,
         whose tasks in the intake are still its own."""
-        intake, counts = self.intake, self.counts
+        intake, counts, push = self.intake, self.counts, self._push_ready
         while intake:
             entry = intake.popleft()
             task: Task = entry[-1]
-            counts[INTAKE] += 1  # out of the intake's length, into the counts (see add())
             if task.state != INTAKE:
-                continue  # claimed in the intake: its claim counted it out
+                counts[INTAKE] += 1  # claimed in the intake: its claim counted it out
+                continue
             lane: Lane | None = task.ext  # type: ignore[assignment]  # see add()
-            if lane is not None and lane.closed and lane is not closing:
+            if lane is None:
+                # move(task, READY), inlined on the hot path: from the intake's length
+                # into READY, both waiting states, so neither the gate nor a hook moves.
+                task.state = READY
+                counts[READY] += 1
+                push(entry)
+                continue
+            counts[INTAKE] += 1  # out of the intake's length, into the counts (see add())
+            if lane.closed and lane is not closing:
                 # Submitted after its lane's shutdown drained the intake, so it saw the
                 # lane closed after the append: its submit is taken back and raises (see
                 # add()). It must not start meanwhile: the lane's shutdown(wait=True)
@@ -363,7 +371,7 @@ class Scheduler:
                 self.move(task, VOID, effects)
                 continue
             self.move(task, READY, effects)
-            self._push_ready(entry)
+            push(entry)
 
     def _push_ready(self, entry: tuple[Any, ...]) -> None:
         in_order = self.in_order
