@@ -242,6 +242,14 @@ class Gate:
         self.entering.pop()
         self.wake()
 
+    def count(self, waiting: bool) -> None:
+        """A task it bounds was queued (``waiting``) or left the waiting states: counted
+        under the scheduler's lock, by its one transition (see ``Scheduler.move``)."""
+        if waiting:
+            self.waiting.append(None)
+        else:
+            self.waiting.pop()
+
     def wake(self) -> None:
         """Room for one more may have come (a task started, or a submit let through gave
         back its count): one parked submitter looks again. Cheap with none blocked: this is

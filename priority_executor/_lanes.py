@@ -251,10 +251,8 @@ class LaneState:
         if gate is not None and (was <= READY) is not (state <= READY):
             # Its max_waiting's count, as move() keeps the executor's: queued, or out of
             # the queue (a task in the intake was counted as it went in: see add()).
-            if state <= READY:
-                gate.waiting.append(None)
-            else:
-                gate.waiting.pop()
+            gate.count(state <= READY)
+            if state > READY:
                 effects.later.append(gate.wake)  # its room is free
         counts = self.counts
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())

@@ -137,10 +137,7 @@ class Scheduler:
         task.state = state
         gate = self.gate
         if gate is not None and (was <= READY) is not (state <= READY):
-            if state <= READY:
-                gate.waiting.append(None)
-            else:
-                gate.waiting.pop()
+            gate.count(state <= READY)
         ext = task.ext
         if ext is not None:
             ext.moved(task, was, state, self, effects)

@@ -12,9 +12,9 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
-from priority_executor import ExecutorStats, PriorityExecutor
+from priority_executor import ExecutorStats, Lane, PriorityExecutor
 
 TIMEOUT = 10.0
 # Scripts write whole lines at once: print() writes its parts separately, and lines
@@ -149,3 +149,44 @@ def call_bounded(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> 
 
 def shutdown_bounded(ex: PriorityExecutor, **kwargs: Any) -> None:
     call_bounded(lambda: ex.shutdown(**kwargs), "shutdown()")
+
+
+# -- max_waiting -----------------------------------------------------------------------------
+
+Target = Union[PriorityExecutor, Lane]
+
+
+def blocked_in(target: Target) -> int:
+    """How many submits wait for room under ``target``'s own ``max_waiting``."""
+    gate = target._state.gate if isinstance(target, Lane) else target._scheduler.gate
+    assert gate is not None
+    return gate._blocked
+
+
+def submit_in_background(
+    submit: Callable[[], Future[Any]], name: str | None = None
+) -> tuple[dict[str, Any], threading.Thread]:
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["future"] = submit()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return outcome, thread
+
+
+def assert_room_for(target: Target, limit: int) -> None:
+    """Exactly ``limit`` submits go through at once, and the next one waits: no room was
+    lost, or kept, by whatever left the waiting states before."""
+    fillers = call_bounded(lambda: [target.submit(int, delay=1000) for _ in range(limit)], "fill")
+    outcome, thread = submit_in_background(lambda: target.submit(int, delay=1000))
+    wait_until(lambda: blocked_in(target) == 1, what="the submit past the limit to wait")
+    assert outcome == {}
+    for future in fillers:
+        assert future.cancel()
+    thread.join(TIMEOUT)
+    assert outcome["future"].cancel()

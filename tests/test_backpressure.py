@@ -12,37 +12,23 @@ import threading
 import time
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any, Callable, Union
+from typing import Any
 
 import pytest
-from helpers import TIMEOUT, blocked_worker, call_bounded, in_thread, wait_until
+from helpers import (
+    TIMEOUT,
+    Target,
+    assert_room_for,
+    blocked_in,
+    blocked_worker,
+    call_bounded,
+    in_thread,
+    submit_in_background,
+    wait_until,
+)
 
-from priority_executor import Lane, PriorityExecutor, QueueFull, Retry
+from priority_executor import PriorityExecutor, QueueFull, Retry
 from priority_executor.testing import ManualClock
-
-Target = Union[PriorityExecutor, Lane]
-
-
-def blocked_in(target: Target) -> int:
-    """How many submits wait for room under ``target``'s own ``max_waiting``."""
-    gate = target._state.gate if isinstance(target, Lane) else target._scheduler.gate
-    assert gate is not None
-    return gate._blocked
-
-
-def submit_in_background(
-    submit: Callable[[], Future[Any]],
-) -> tuple[dict[str, Any], threading.Thread]:
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["future"] = submit()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    return outcome, in_thread(run)
-
 
 # -- a bound per lane --------------------------------------------------------------------------
 
@@ -138,19 +124,6 @@ def test_lane_bounds_hold_under_many_producers_and_lose_nothing(round_: int) -> 
         watcher.join(TIMEOUT)
     assert 0 < highest["a"] <= limit and 0 < highest["b"] <= limit
     assert sorted(ran) == sorted(k * 1000 + i for k in range(producers) for i in range(each))
-
-
-def assert_room_for(target: Target, limit: int) -> None:
-    """Exactly ``limit`` submits go through at once, and the next one waits: no room was
-    lost, or kept, by whatever left the waiting states before."""
-    fillers = call_bounded(lambda: [target.submit(int, delay=1000) for _ in range(limit)], "fill")
-    outcome, thread = submit_in_background(lambda: target.submit(int, delay=1000))
-    wait_until(lambda: blocked_in(target) == 1, what="the submit past the limit to wait")
-    assert outcome == {}
-    for future in fillers:
-        assert future.cancel()
-    thread.join(TIMEOUT)
-    assert outcome["future"].cancel()
 
 
 def test_every_way_out_of_a_lanes_waiting_states_gives_its_room_back() -> None:

@@ -13,11 +13,13 @@ import pytest
 from helpers import (
     TIMEOUT,
     Boom,
+    assert_room_for,
+    blocked_in,
     blocked_worker,
-    call_bounded,
     in_thread,
     shutdown_bounded,
     stats_fields,
+    submit_in_background,
     wait_until,
 )
 from test_interleavings import Pause, pause_before
@@ -512,28 +514,6 @@ def test_bad_max_waiting_raises_at_the_constructor(value: Any, error: type[Excep
         PriorityExecutor(1, max_waiting=value)
 
 
-def blocked_submits(ex: PriorityExecutor) -> int:
-    gate = ex._scheduler.gate
-    assert gate is not None
-    return gate._blocked
-
-
-def submit_in_background(
-    submit: Any, name: str | None = None
-) -> tuple[dict[str, Any], threading.Thread]:
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["future"] = submit()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    return outcome, thread
-
-
 @pytest.mark.parametrize("round_", range(10))
 @pytest.mark.parametrize("limit", [1, 5])  # 1: every submit races the others for the room
 def test_max_waiting_bounds_what_waits_under_many_producers_and_loses_nothing(
@@ -580,14 +560,14 @@ def test_a_blocked_submit_goes_on_when_a_task_starts_or_leaves() -> None:
         lane = ex.lane()
         delayed = lane.submit(int, delay=5)
         outcome, thread = submit_in_background(lambda: ex.submit(int, delay=10))
-        wait_until(lambda: blocked_submits(ex) == 1, what="the submit to block")
+        wait_until(lambda: blocked_in(ex) == 1, what="the submit to block")
         clock.advance(5)  # both start: room for it
         thread.join(TIMEOUT)
         assert "future" in outcome
         assert delayed.result(timeout=TIMEOUT) == 0
         wait_until(lambda: ex.stats().scheduled == 2, what="the series' next run")
         outcome, thread = submit_in_background(lambda: lane.submit(int))
-        wait_until(lambda: blocked_submits(ex) == 1, what="the lane's submit to block")
+        wait_until(lambda: blocked_in(ex) == 1, what="the lane's submit to block")
         assert outcome == {}
         assert series.cancel()  # its waiting run leaves the waiting states: room
         thread.join(TIMEOUT)
@@ -608,12 +588,12 @@ def test_shutdown_releases_a_blocked_submit_with_runtime_error(cancel_futures: b
                 lambda: ex.lane("x").submit_recurring(int, interval=1),
             )
         ]
-        wait_until(lambda: blocked_submits(ex) == 2, what="both submits to block")
+        wait_until(lambda: blocked_in(ex) == 2, what="both submits to block")
         ex.shutdown(wait=False, cancel_futures=cancel_futures)
         for outcome, thread in blocked:
             thread.join(TIMEOUT)
             assert isinstance(outcome["error"], RuntimeError)
-        assert blocked_submits(ex) == 0
+        assert blocked_in(ex) == 0
         assert held.cancelled() is cancel_futures
         clock.advance(10)
         shutdown_bounded(ex)  # the submit that returned still runs, at its time
@@ -621,19 +601,6 @@ def test_shutdown_releases_a_blocked_submit_with_runtime_error(cancel_futures: b
         assert ex.stats().scheduled == ex.stats().ready == 0
     finally:
         held.cancel()  # else, should an assertion fail, it would keep the process alive
-
-
-def assert_room_for(ex: PriorityExecutor, limit: int) -> None:
-    """Exactly ``limit`` submits go through at once, and the next one waits: no room was
-    lost, or kept, by whatever left the waiting states before."""
-    fillers = call_bounded(lambda: [ex.submit(int, delay=1000) for _ in range(limit)], "fill")
-    outcome, thread = submit_in_background(lambda: ex.submit(int, delay=1000))
-    wait_until(lambda: blocked_submits(ex) == 1, what="the submit past the limit to block")
-    assert outcome == {}
-    for future in fillers:
-        assert future.cancel()
-    thread.join(TIMEOUT)
-    assert outcome["future"].cancel()
 
 
 def test_every_way_out_of_the_waiting_states_gives_its_room_back() -> None:
@@ -724,9 +691,9 @@ def test_two_submits_racing_for_the_last_room_never_both_park() -> None:
     held = ex.submit(int, delay=10)
     try:
         first = submit_in_background(lambda: ex.submit(int, delay=10), name="first")
-        wait_until(lambda: blocked_submits(ex) == 1, what="the first submit to block")
+        wait_until(lambda: blocked_in(ex) == 1, what="the first submit to block")
         second = submit_in_background(lambda: ex.submit(int, delay=10), name="second")
-        wait_until(lambda: blocked_submits(ex) == 2, what="the second submit to block")
+        wait_until(lambda: blocked_in(ex) == 2, what="the second submit to block")
         gate = ex._scheduler.gate
         assert gate is not None
         race = gate.entering = RacingForRoom("first", "second")
@@ -739,7 +706,7 @@ def test_two_submits_racing_for_the_last_room_never_both_park() -> None:
         race.second_saw_none.go_on.set()
         second[1].join(TIMEOUT)
         assert "future" in second[0]
-        assert first[0] == {} and blocked_submits(ex) == 1
+        assert first[0] == {} and blocked_in(ex) == 1
     finally:
         ex.shutdown(wait=False, cancel_futures=True)
     first[1].join(TIMEOUT)
@@ -777,7 +744,7 @@ def test_a_lanes_shutdown_releases_its_blocked_submit() -> None:
         held = ex.submit(int, delay=1)
         lane = ex.lane("closing")
         outcome, thread = submit_in_background(lambda: lane.submit(int))
-        wait_until(lambda: blocked_submits(ex) == 1, what="the lane's submit to block")
+        wait_until(lambda: blocked_in(ex) == 1, what="the lane's submit to block")
         lane.shutdown(wait=False)
         thread.join(TIMEOUT)
         assert "lane's shutdown" in str(outcome["error"])
