@@ -68,7 +68,9 @@ class RemoteFuture(OwnFuture[T]):
 
     def set_running_or_notify_cancel(self) -> bool:
         # Its worker reports the outcome as for any task (see _task.run), and a
-        # cancellation may have been reported already, by the above.
+        # cancellation may have been reported already, by the above: then Future's own
+        # would log CRITICAL and raise. Read in Future's private state, as OwnFuture's
+        # __init__ writes it (see _task): a last resort, the same since Python 3.2.
         with self._condition:
             if self._state == CANCELLED_AND_NOTIFIED:
                 return False

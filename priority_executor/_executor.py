@@ -276,11 +276,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         )
         self._check_priority(state.priority)
         self._scheduler.check_open()
-        if state.gate is not None:
-            # Before anyone can find the lane: its first submit counts in its gate.
-            self._scheduler.bound(state.gate)
         if name is None:
-            return self._lane_facade(state)
+            return self._new_lane(state)
         given = state.options()
         with self._lanes_lock:
             live = self._lanes.get(name)
@@ -288,7 +285,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 self._lanes[name] = state
                 if given != _LANE_DEFAULTS:
                     self._kept[name] = state
-                return self._lane_facade(state)
+                return self._new_lane(state)
             for option, value in live.options().items():
                 if given[option] != _LANE_DEFAULTS[option] and given[option] != value:
                     raise ValueError(
@@ -309,6 +306,15 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             facade = None if state.facade is None else state.facade()
             lanes[cast(str, state.name)] = self._lane_facade(state) if facade is None else facade
         return lanes
+
+    def _new_lane(self, state: LaneState) -> Lane:
+        """The façade of a lane just made. A bound of its own makes every submit of the
+        executor look for room (see Scheduler.bound): only once the lane is really made,
+        not for a call that returns an existing lane or refuses its options."""
+        if state.gate is not None:
+            # Before anyone can use the lane: its first submit counts in its gate.
+            self._scheduler.bound(state.gate)
+        return self._lane_facade(state)
 
     def _lane_facade(self, state: LaneState) -> Lane:
         return Lane(

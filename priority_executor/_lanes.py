@@ -184,7 +184,8 @@ class LaneState:
         """How many of its ready tasks cannot start now, its limits being reached: they
         count as throttled (see ``Scheduler.stats``), though they stay in the ready heap
         until a worker comes to throttle them (see ``start``)."""
-        return max(0, self.counts[READY] - max(0, int(min(self._startable(now), 1 << 62))))
+        ready, startable = self.counts[READY], self._startable(now)
+        return 0 if startable >= ready else ready - max(0, int(startable))
 
     def holding(self, now: float) -> tuple[HeldBy, float] | None:
         """Which limit holds back its throttled tasks (and its ready ones beyond its room:
@@ -346,7 +347,8 @@ class LaneState:
             task = entry[-1]
             if task.state != THROTTLED:
                 continue  # claimed where it stood
-            worker_coming = core.give_back(entry, effects, worker_coming)
+            core.give_back(entry, effects, worker_coming)
+            worker_coming = False  # it takes the first one; the others need workers of their own
             room -= 1
         if not throttled:
             self.track(core)
@@ -401,7 +403,7 @@ class LaneState:
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
         """Run a claimed task of the lane in a worker (see ``_task.run``), counting its end
         in the lane as well (see ``LaneTally``)."""
-        counter = LaneTally(tally, task, self, core)  # type: ignore[arg-type]  # a list
+        counter = LaneTally(tally, self, core)  # type: ignore[arg-type]  # a worker's list
         try:
             run(task, counter, call)
         finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
@@ -443,11 +445,10 @@ class LaneTally:
     lane's ``in_hand`` for the whole run, and a closed lane is drained only once none is
     (``finished()``)."""
 
-    __slots__ = ("core", "lane", "tally", "task")
+    __slots__ = ("core", "lane", "tally")
 
-    def __init__(self, tally: list[int], task: Task, lane: LaneState, core: Core) -> None:
+    def __init__(self, tally: list[int], lane: LaneState, core: Core) -> None:
         self.tally = tally  # the worker's
-        self.task = task
         self.lane = lane
         self.core = core
         lane.in_hand.append(None)
@@ -476,8 +477,14 @@ class LaneTally:
         # After the pop: a shutdown that creates ``drained`` after this look finds this
         # run no longer in hand, and decides for itself (see close).
         if lane.drained is not None and not lane.in_hand:
-            self.core.locked(lambda effects: lane.settled(effects))
-        del self.task  # the worker lets go of the task, and its result, at once
+            self.core.locked(functools.partial(_settle, lane, self.core))
+
+
+def _settle(lane: LaneState, core: Core, effects: Effects) -> None:
+    """The last run in hand of a closed lane is done: it is drained once its run's end,
+    posted maybe, is counted."""
+    core.count_posted(effects)
+    lane.settled(effects)
 
 
 def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:

@@ -108,7 +108,7 @@ class Scheduler:
         self.drained = threading.Event()  # set once closed with nothing left to start
         self.retries = 0  # retries queued so far: see try_again()
         self.forked = False  # in a child forked from this executor's process: its tasks
-        # are the parent's (see _lifecycle.after_fork_in_child)
+        # are the parent's (see after_fork_in_child)
         # By a shutdown that cancels waiting tasks: a failed attempt is not tried again.
         self.cancelled_all = False
         self.promoter = Promoter(self, f"{workers.name_prefix}_promoter")
@@ -325,17 +325,17 @@ class Scheduler:
         self._push_ready(entry)
         self._worker_for(effects)
 
-    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> bool:
+    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> None:
         """A throttled task may start: back to the ready heap. ``worker_coming``: the caller
-        is a worker on its way to take it; returns whether a worker is still coming."""
+        is a worker on its way to take it, so none is woken for it."""
         self.move(entry[-1], READY, effects)
         self._push_ready(entry)
         if not worker_coming:
             self._worker_for(effects)
-        return False
 
     def holding(self, holder: Holder, holds: bool) -> None:
-        """``holder`` holds throttled tasks now, or none any more (see waiting_tasks())."""
+        """``holder`` (a lane) is busy now, or idle: its throttled tasks are waiting tasks
+        (see waiting_tasks()), and its ready ones may be held back (see _control.stats)."""
         if holds:
             self.holders.add(holder)
         else:

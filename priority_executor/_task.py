@@ -317,7 +317,7 @@ class Core(Protocol):
     def now(self) -> float: ...
     def next_seq(self) -> int: ...
     def move(self, task: Task, state: int, effects: Effects, was: int | None = None) -> None: ...
-    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> bool: ...
+    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> None: ...
     def holding(self, holder: Holder, holds: bool) -> None: ...
     def set_alarm(self, alarm: Alarm, effects: Effects) -> None: ...
     def alarm_died(self) -> None: ...
@@ -351,6 +351,7 @@ class Lane(Bounded, Protocol):
 
     closed: bool  # by its shutdown: it takes no more tasks
     timed: bool  # it has limits in time, which need the promoter
+    survive_failures: bool  # its series go on after a failed run
 
 
 class Hooks(Protocol):
@@ -687,9 +688,9 @@ def _run_over(task: Task, owner: Owner, tally: Tally, error: BaseException | Non
     """A run of a series ended: queue the next one, unless a failure ends the series."""
     state = COMPLETED if error is None else FAILED
     if error is not None:
-        lane = task.ext.lane  # type: ignore[union-attr]
+        lane = task.ext.lane  # type: ignore[union-attr]  # a series has an extension
         name = callable_name(task.fn)
-        if not (getattr(lane, "survive_failures", False) and isinstance(error, Exception)):
+        if not (lane is not None and lane.survive_failures and isinstance(error, Exception)):
             _SERIES_LOGGER.error("Recurring task %s raised; its series ends", name, exc_info=error)
             tally[FAILED] += 1
             task.fail(error)
@@ -699,7 +700,7 @@ def _run_over(task: Task, owner: Owner, tally: Tally, error: BaseException | Non
         _SERIES_LOGGER.error(
             "Recurring task %s in lane %r raised; its series goes on",
             name,
-            lane.name,  # type: ignore[union-attr]
+            lane.name,
             exc_info=error,
         )
         del error

@@ -446,3 +446,17 @@ def test_a_task_held_by_max_running_waits_for_a_run_to_end() -> None:
         done.set()
         assert first.result(timeout=TIMEOUT) is True
         assert second.result(timeout=TIMEOUT) == later.result(timeout=TIMEOUT) == 0
+
+
+def test_a_lane_call_that_finds_the_lane_or_refuses_its_options_adds_no_bound() -> None:
+    # Only a lane really made with max_waiting makes submits look for room: a call that
+    # returns an existing lane, or refuses its options, leaves the executor as it was.
+    with PriorityExecutor(2) as executor:
+        executor.lane("api", max_running=1)
+        with pytest.raises(ValueError, match="max_running"):
+            executor.lane("api", max_running=2, max_waiting=3)
+        assert executor.lane("api").max_waiting is None
+        assert not executor._scheduler.gated
+        bounded = executor.lane("bounded", max_waiting=3)
+        assert executor._scheduler.gated
+        assert bounded.submit(int).result(timeout=TIMEOUT) == 0
