@@ -1,6 +1,7 @@
 """A drop-in ``concurrent.futures.ThreadPoolExecutor`` with priorities, delays, start
 deadlines, recurring tasks, lanes and retries."""
 
+from ._calendar import Cron, Schedule
 from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
@@ -12,6 +13,7 @@ from ._waiting import WaitingTask
 
 __all__ = [
     "Aging",
+    "Cron",
     "EarliestDeadlineFirst",
     "ExecutorStats",
     "Expired",
@@ -23,6 +25,7 @@ __all__ = [
     "PriorityFirst",
     "QueueFull",
     "Retry",
+    "Schedule",
     "TaskInfo",
     "WaitingTask",
 ]

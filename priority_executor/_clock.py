@@ -1,7 +1,8 @@
 """Clocks: where the executor reads the time, and who wakes the pending heap.
 
 Every time inside the executor is a float of seconds on one monotonic clock. A clock also
-gives the wall time, so that a ``run_at`` datetime can be turned into a point on that clock.
+gives the wall time, so that a ``run_at`` datetime, or a calendar series' next run, can be
+placed on that clock; ``WallTime`` keeps such tasks on time when the wall clock is stepped.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import datetime
 import math
 import threading
 import time
-from typing import Protocol
+from typing import Callable, Protocol
 
 from . import _arguments, _threads
 
@@ -27,6 +28,10 @@ class Clock(Protocol):
 
     def wall(self) -> float: ...
 
+    def wall_offset(self) -> float:
+        """``wall() - now()``: where wall-clock times fall on this clock, as of now."""
+        ...
+
     def attach(self, scheduler: Scheduler) -> bool:
         """Return True if this clock itself promotes the scheduler's due tasks."""
         ...
@@ -41,6 +46,13 @@ class MonotonicClock:
 
     now = staticmethod(time.monotonic)
     wall = staticmethod(time.time)
+
+    @staticmethod
+    def wall_offset() -> float:
+        # The wall time first: a thread that loses the CPU between the two reads gets an
+        # offset too small by that long, which places a wall-clock time late, never early.
+        wall = time.time()
+        return wall - time.monotonic()
 
     def attach(self, scheduler: Scheduler) -> bool:
         return False
@@ -58,15 +70,23 @@ class ManualClock:
     can drive several executors. Its wall time starts at the real wall time when the clock
     is made and moves with it. ``settle()`` waits until the executors have done all they
     can before the clock moves again.
+
+    Its wall time starts at ``wall`` (an aware datetime, or a ``time.time()``), by default
+    the real wall time when the clock is made, and moves with it; ``step_wall()`` steps it
+    alone, as NTP or a laptop waking from sleep steps the system clock, and
+    ``advance_to()`` moves time on until the wall clock shows a given moment: so tests of
+    calendar schedules (DST nights, clock steps) are deterministic.
     """
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(
+        self, start: float = 0.0, *, wall: datetime.datetime | float | None = None
+    ) -> None:
         if isinstance(start, bool) or not isinstance(start, (int, float)):
             raise TypeError(f"start must be a number of seconds, not {type(start).__name__}")
         if not math.isfinite(start):
             raise ValueError(f"start must be finite, got {start!r}")
         self._now = float(start)
-        self._wall_offset = time.time() - self._now
+        self._wall_offset = _timestamp("wall", time.time() if wall is None else wall) - self._now
         self._advancing = threading.Lock()  # two advances at once move time by both
         # Held strongly, as a promoter thread holds its scheduler: an executor dropped
         # without shutdown() still runs its delayed tasks when the clock reaches them.
@@ -77,14 +97,51 @@ class ManualClock:
         return self._now
 
     def wall(self) -> float:
+        """The wall time of this clock, as ``time.time()`` gives it."""
         return self._wall_offset + self._now
+
+    def wall_offset(self) -> float:
+        return self._wall_offset
 
     def advance(self, seconds: float | datetime.timedelta) -> None:
         """Move time forward by ``seconds`` (a number or a ``timedelta``, as ``delay``
         takes) and promote, in this thread, everything that became due."""
         step = _arguments.seconds("seconds", seconds)
+        self._move(lambda: setattr(self, "_now", self._now + step))
+
+    def advance_to(self, moment: datetime.datetime) -> None:
+        """Move time forward until the wall clock shows ``moment`` (an aware datetime; a
+        naive one is local time) and promote, as ``advance()`` does. A moment the wall
+        clock shows already is an error: time never goes back."""
+        wall = _timestamp("moment", moment)
+        # Exactly where WallTime places a task due at ``moment``: such a task is due now.
+        until = wall - self._wall_offset
+        if until < self._now:
+            raise ValueError(
+                f"moment={moment!r} has passed: the clock shows"
+                f" {datetime.datetime.fromtimestamp(self.wall(), datetime.timezone.utc)}"
+            )
+        self._move(lambda: setattr(self, "_now", until))
+
+    def step_wall(self, seconds: float | datetime.timedelta) -> None:
+        """Step the wall time alone by ``seconds`` (negative: back), leaving the clock's
+        own time where it is, as NTP or a resume from sleep steps the system clock; then
+        promote, as ``advance()`` does, what the wall clock has made due."""
+        if isinstance(seconds, datetime.timedelta):
+            step = seconds.total_seconds()
+        elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            step = float(seconds)
+        else:
+            raise TypeError(
+                f"seconds must be a number of seconds or a timedelta, not {type(seconds).__name__}"
+            )
+        if not math.isfinite(step):
+            raise ValueError(f"seconds must be finite, got {seconds!r}")
+        self._move(lambda: setattr(self, "_wall_offset", self._wall_offset + step))
+
+    def _move(self, change: Callable[[], object]) -> None:
         with self._advancing:
-            self._now += step
+            change()
             schedulers = list(self._schedulers)
         # Outside ``_advancing``: completing the futures of expired tasks runs their
         # callbacks, and one may advance this clock again. Each executor's expired futures
@@ -128,4 +185,53 @@ class ManualClock:
         self._schedulers.discard(scheduler)
 
     def __repr__(self) -> str:
-        return f"ManualClock(now={self._now!r})"
+        wall = datetime.datetime.fromtimestamp(self.wall(), datetime.timezone.utc)
+        return f"ManualClock(now={self._now!r}, wall={wall.isoformat()})"
+
+
+def _timestamp(name: str, moment: object) -> float:
+    if isinstance(moment, datetime.datetime):
+        return moment.timestamp()
+    if isinstance(moment, (int, float)) and not isinstance(moment, bool):
+        if math.isfinite(moment):
+            return float(moment)
+        raise ValueError(f"{name} must be finite, got {moment!r}")
+    raise TypeError(f"{name} must be a datetime or a time.time(), not {type(moment).__name__}")
+
+
+class WallTime:
+    """Where the wall clock's times fall on the executor's clock, and the tasks that wait
+    for one (a ``run_at`` datetime, a calendar series' next run): kept on time when the
+    wall clock is stepped.
+
+    Such a task waits in the pending heap like any other, at the time on the executor's
+    (monotonic) clock where its wall time falls as of the last look. The promoter looks
+    again before each promotion, and at least every ``PERIOD`` seconds while such a task
+    waits: when the wall clock has been stepped (by more than ``margin``), every such task
+    is placed anew. So none starts before its wall time (a step back is seen before the
+    next promotion), and a step forward makes one late by at most ``PERIOD``. A real
+    clock's tasks are placed ``margin`` late: NTP slews the wall clock by up to 0.5 ms a
+    second, and a slew smaller than the margin must not make a task early either.
+    """
+
+    PERIOD = 1.0
+
+    def __init__(self, clock: Clock, manual: bool) -> None:
+        self._clock = clock
+        # A ManualClock's wall time moves only by step_wall(): exact, no margin needed.
+        self.margin = 0.0 if manual else 0.001
+        self.offset = clock.wall_offset()
+        self.waiting = 0  # tasks waiting for a wall time, in the pending heap
+
+    def place(self, wall: float) -> float:
+        """The time on the executor's clock when the wall clock shows ``wall``."""
+        return wall - self.offset + self.margin
+
+    def stepped(self) -> bool:
+        """Whether the wall clock was stepped since the last look: if so, the caller
+        places every waiting task anew (under the scheduler's lock)."""
+        offset = self._clock.wall_offset()
+        if abs(offset - self.offset) <= self.margin:
+            return False
+        self.offset = offset
+        return True

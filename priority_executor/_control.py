@@ -4,10 +4,12 @@ public methods."""
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import TYPE_CHECKING, Any, cast
 
 from ._arguments import check_deadline
+from ._calendar import Calendar
 from ._extension import Extension
 from ._stats import ExecutorStats, make_stats
 from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, Extended, OwnFuture, Task
@@ -96,7 +98,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
             holder: holder.holding(now) for holder in core.holders
         }
         return [
-            _waiting_task(task, state, now, held)
+            _waiting_task(task, state, now, held, core.wall_time.offset)
             for state, tasks in (
                 ("ready", ready),
                 ("throttled", [e[-1] for e in throttled]),
@@ -110,11 +112,24 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
 
 
 def _waiting_task(
-    task: Task, state: str, now: float, held: dict[object, tuple[HeldBy, float] | None]
+    task: Task,
+    state: str,
+    now: float,
+    held: dict[object, tuple[HeldBy, float] | None],
+    wall_offset: float,
 ) -> WaitingTask:
     deadline = task.deadline
-    own = None if task.ext is None else task.ext.lane
+    ext = task.ext
+    own = None if ext is None else ext.lane
     holding = held.get(own) if state == "throttled" else None
+    # The wall-clock time it waits for, if it does (a run_at's, a calendar run's), else
+    # where its due time falls on the wall clock; a calendar's in its schedule's zone.
+    wall = None if ext is None else ext.wall_due
+    recurrence = None if ext is None else ext.recurrence
+    zone = recurrence.zone() if isinstance(recurrence, Calendar) else None
+    runs_at = datetime.datetime.fromtimestamp(
+        task._when + wall_offset if wall is None else wall, datetime.timezone.utc
+    ).astimezone(zone)
     return WaitingTask(
         future=task.future,
         fn=task.fn,
@@ -125,6 +140,7 @@ def _waiting_task(
         lane=None if own is None else own.name,
         held_by=None if holding is None else holding[0],
         starts_in=None if holding is None or holding[1] == math.inf else holding[1] - now,
+        runs_at=runs_at,
     )
 
 
@@ -133,11 +149,13 @@ def reschedule(
     future: OwnFuture[Any],
     priority: int | None,
     due: float | None,
+    wall: float | None,
     deadline: float | None,
     now: float,
 ) -> bool:
     """Give the task of ``future``, if it has not started, a new ``priority``, ``due``
-    time or start ``deadline`` (None: unchanged), checked by the caller (but for the
+    time (with ``wall``, the wall-clock time it is, for a ``run_at``) or start
+    ``deadline`` (None: unchanged), checked by the caller (but for the
     deadline against the due time, which only this knows for sure); else return False
     and change nothing. ``now``: when the caller read the clock. O(log n).
 
@@ -174,13 +192,16 @@ def reschedule(
             new._priority = priority
         new._when = when
         new._seq = core.next_seq()
-        if new_deadline is not None:
-            ext = new.ext
-            if not isinstance(ext, Extension):  # a plain task, or one whose ext is its lane
-                lane = None if ext is None else cast("LaneState", ext.lane)
-                ext = Extension(None, lane, None, None)
-                cast(Extended, new).ext = ext  # a copy is an Extended (see replacement())
+        ext = new.ext
+        if (new_deadline is not None or wall is not None) and not isinstance(ext, Extension):
+            # A plain task, or one whose extension is its lane.
+            lane = None if ext is None else cast("LaneState", ext.lane)
+            ext = Extension(None, lane, None, None)
+            cast(Extended, new).ext = ext  # a copy is an Extended (see replacement())
+        if isinstance(ext, Extension):
             ext.deadline = new_deadline
+            if due is not None:
+                ext.wall_due = wall  # a delay waits for no wall-clock time
         if task.ext is not None and task.ext.recurrence is not None:
             core.series.discard(task)
         # Queued before the original is claimed: its lane never looks idle meanwhile

@@ -31,6 +31,7 @@ from ._arguments import (
     seconds,
 )
 from ._backend import RemoteFuture, open_backend
+from ._calendar import Calendar, Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._extension import Extension
 from ._gate import make_gate
@@ -154,9 +155,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         clock = self._clock
         now = clock.now()
         if delay is None and run_at is None and expires is None:
-            due, deadline = now, None
+            due, deadline, wall = now, None, None
         else:
-            due = due_time(clock, now, delay, run_at)
+            due, wall = self._due(now, delay, run_at)
             deadline = deadline_time(clock, now, due, expires)
         if priority is None:
             priority = 0 if lane is None else lane.priority
@@ -170,15 +171,24 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # Its future stays ours across a retry's attempts, with a backend too: each
         # attempt's call is handed off.
         future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
-        if lane is None and deadline is None and retry is None:
+        if lane is None and deadline is None and retry is None and wall is None:
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
         else:
             task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
             # A lane is the extension of its tasks that have no other feature.
-            only_lane = deadline is None and retry is None
-            task.ext = lane if only_lane else Extension(deadline, lane, retry, None)
+            only_lane = deadline is None and retry is None and wall is None
+            task.ext = lane if only_lane else Extension(deadline, lane, retry, None, wall)
         scheduler.add(task, due <= now)
         return future
+
+    def _due(self, now: float, delay: object, run_at: object) -> tuple[float, float | None]:
+        """When a task is due, and the wall-clock time it waits for: a ``run_at`` still to
+        come is a wall-clock time, which a step of the system clock moves (see WallTime)."""
+        due = due_time(self._clock, now, delay, run_at)
+        if run_at is None or due <= now:
+            return due, None
+        wall = cast(datetime, run_at).timestamp()
+        return self._scheduler.wall_time.place(wall), wall
 
     def _schedule_recurring(
         self,
@@ -202,18 +212,36 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         clock = self._clock
         now = clock.now()
         due = due_time(clock, now, delay, run_at)
-        period = seconds("interval", interval, positive=True)
         if not isinstance(fixed_rate, bool):
             raise TypeError(f"fixed_rate must be a bool, not {type(fixed_rate).__name__}")
         check_callable(fn)
         if priority is None:
             priority = 0 if lane is None else lane.priority
         self._check_priority(priority)
-        future: OwnFuture[None] = OwnFuture(self._owner)
         scheduler = self._scheduler
+        recurrence: Recurrence | Calendar
+        if callable(getattr(interval, "next_after", None)):
+            if fixed_rate:
+                raise ValueError(
+                    "fixed_rate applies to an interval in seconds: a schedule's runs fall on"
+                    " its own slots"
+                )
+            recurrence = Calendar(cast(Schedule, interval))
+            # Its first slot after the first due time (asked here: the schedule is user
+            # code, which may raise, and must run before anything is queued).
+            wall = recurrence.first(clock.wall() + (due - now))
+            due = scheduler.wall_time.place(wall)
+        else:
+            if isinstance(interval, str):
+                raise TypeError(
+                    f"interval must be a number of seconds, a timedelta or a schedule, not"
+                    f" str (for a cron expression, pass Cron({interval!r}))"
+                )
+            period = seconds("interval", interval, positive=True)
+            recurrence, wall = Recurrence(due, period, fixed_rate), None
+        future: OwnFuture[None] = OwnFuture(self._owner)
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
-        recurrence = Recurrence(due, period, fixed_rate)
-        task.ext = Extension(None, lane, self._retry_for(lane), recurrence)
+        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall)
         scheduler.add(task, due <= now)
         return future
 
@@ -407,7 +435,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         task = future._task
         clock = self._clock
         now = clock.now()
-        due = None if delay is None and run_at is None else due_time(clock, now, delay, run_at)
+        due, wall = (
+            (None, None) if delay is None and run_at is None else self._due(now, delay, run_at)
+        )
         deadline = None if expires is None else expiry_time(clock, now, expires)
         if priority is not None:
             self._check_priority(priority)
@@ -417,7 +447,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             raise ValueError("expires cannot be given for a recurring series: it has no deadline")
         if task is None:
             return False
-        return _control.reschedule(self._scheduler, future, priority, due, deadline, now)
+        return _control.reschedule(self._scheduler, future, priority, due, wall, deadline, now)
 
     def stats(self) -> ExecutorStats:
         """A consistent snapshot of how many tasks are in each state."""

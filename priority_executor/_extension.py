@@ -12,20 +12,44 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from ._calendar import Calendar
 from ._lanes import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
-from ._task import EXPIRED, FAILED, READY, STARTED, THROTTLED, Call, Core, Expiry, Tally, Task, run
+from ._task import (
+    EXPIRED,
+    FAILED,
+    PENDING,
+    READY,
+    STARTED,
+    THROTTLED,
+    Call,
+    Core,
+    Expiry,
+    Tally,
+    Task,
+    run,
+)
 
 if TYPE_CHECKING:
     from ._effects import Effects
 
 
 class Extension:
-    """The extension of a task with a deadline, a retry policy or a recurrence, and maybe
-    a lane (a task whose one feature is its lane has the lane itself: see LaneState)."""
+    """The extension of a task with a deadline, a retry policy, a recurrence or a wall-clock
+    due time, and maybe a lane (a task whose one feature is its lane has the lane itself:
+    see LaneState)."""
 
-    __slots__ = ("attempt", "deadline", "error", "expiry", "lane", "recurrence", "retry")
+    __slots__ = (
+        "attempt",
+        "deadline",
+        "error",
+        "expiry",
+        "lane",
+        "recurrence",
+        "retry",
+        "wall_due",
+    )
     lock_free = False  # it needs the promoter
 
     def __init__(
@@ -33,9 +57,13 @@ class Extension:
         deadline: float | None,
         lane: LaneState | None,
         retry: Retry | None,
-        recurrence: Recurrence | None,
+        recurrence: Recurrence | Calendar | None,
+        wall_due: float | None = None,
     ) -> None:
         self.deadline = deadline
+        # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
+        # falls on the executor's clock moves when the wall clock steps (see WallTime).
+        self.wall_due = wall_due
         self.expiry: Expiry | None = None  # while the task waits, if it has a deadline
         self.lane = lane
         self.retry = retry
@@ -61,6 +89,8 @@ class Extension:
         return STARTED
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        if self.wall_due is not None and (was == PENDING) is not (state == PENDING):
+            core.wall_time.waiting += 1 if state == PENDING else -1
         waiting = state <= READY
         if waiting is not (was <= READY):
             # Queued (new, or again), or out of the queue: its deadline's alarm goes with it.
@@ -109,12 +139,19 @@ class Extension:
         )
         return wait
 
-    def next_due(self, now: float) -> float:
+    def begin(self, wall: float) -> bool:
+        # A retry's attempt stands for the run whose first attempt began.
+        return self.attempt > 1 or self.recurrence.begin(wall)  # type: ignore[union-attr]
+
+    def next_due(self, core: Core) -> float | None:
         self.attempt = 1  # a run ended for good: the next one that fails counts anew
-        return self.recurrence.next_due(now)  # type: ignore[union-attr]  # a series'
+        recurrence: Recurrence | Calendar = self.recurrence  # type: ignore[assignment]
+        due = recurrence.next_due(core.now(), core.wall_time.place)
+        self.wall_due = recurrence.wall_due
+        return due
 
     def copy(self, task: Task) -> Extension:
-        new = Extension(self.deadline, self.lane, self.retry, self.recurrence)
+        new = Extension(self.deadline, self.lane, self.retry, self.recurrence, self.wall_due)
         new.attempt = self.attempt
         new.error = self.error
         return new

@@ -385,6 +385,7 @@ class LaneState:
     deadline = None
     recurrence = None
     error = None
+    wall_due = None
 
     @property
     def lane(self) -> LaneState:

@@ -48,6 +48,7 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from . import _effects, _threads
+from ._clock import WallTime
 from ._effects import Effects
 from ._gate import Gate, admit
 from ._policies import Policy, key_function
@@ -120,6 +121,8 @@ class Scheduler:
         self.gated = gate is not None
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
+        # Tasks that wait for a wall-clock time, kept on time when the wall clock steps.
+        self.wall_time = WallTime(clock, self.manual_time)
 
     # -- the transition ----------------------------------------------------------------------
 
@@ -412,16 +415,23 @@ class Scheduler:
         self.locked(functools.partial(self._next_run, task))
 
     def _next_run(self, task: Task, effects: Effects) -> None:
+        due = over = None
         if self.closed is None and not task.future.done():
-            now = self.now()
-            task._when = due = cast(MoreHooks, task.ext).next_due(now)  # a series'
+            due = cast(MoreHooks, task.ext).next_due(self)  # a series'
+            over = due is None
+        if due is not None:
+            task._when = due
             task._seq = self.next_seq()
             # VOID: its worker counts the run that ended (see _task.run).
-            self.queue(task, self._key_or_error(task) if due <= now else None, effects, VOID)
+            key = self._key_or_error(task) if due <= self.now() else None
+            self.queue(task, key, effects, VOID)
         elif task in self.series:
             # Cancelled, failed or shut down: its future's callback, still to come, ends
-            # the series (see _end) and lets go of the task, which no run uses now.
+            # the series (see _end) and lets go of the task, which no run uses now. Or
+            # its calendar has no run left: the series ends with its future's result.
             self.move(task, VOID, effects, VOID)
+            if over:
+                effects.later.append(task.end_series)
         else:
             effects.drop.append(task.let_go())
 
@@ -472,6 +482,9 @@ class Scheduler:
         while timers and not timers[0].live():
             heappop(timers)
         wake_at = timers[0]._when if timers else math.inf
+        if self.wall_time.waiting:
+            # Steps of the wall clock wake no one: looked for this often (see WallTime).
+            wake_at = min(wake_at, self.now() + WallTime.PERIOD)
         self.promoter.sleeps_until = wake_at
         return None if self._finished() else wake_at
 
@@ -480,7 +493,10 @@ class Scheduler:
         (then a submit hands the GIL to the workers woken for them: see add()).
         ``submitter``: only make due tasks ready; an alarm, or a task whose policy key
         fails, is left to the promoter, which the submit wakes."""
-        timers, ready, now = self.timers, self.counts[READY], self.now()
+        timers, ready = self.timers, self.counts[READY]
+        if self.wall_time.waiting and self.wall_time.stepped():
+            self._place_anew()
+        now = self.now()
         while timers and timers[0]._when <= now:
             entry = timers[0]
             if not entry.live():
@@ -507,6 +523,17 @@ class Scheduler:
         if effects.later:
             self.discarded(effects)
         return self.counts[READY] > ready
+
+    def _place_anew(self) -> None:
+        """The wall clock was stepped: every task waiting for a wall-clock time waits for
+        it where it now falls on the executor's clock."""
+        place = self.wall_time.place
+        for entry in self.timers:
+            if isinstance(entry, Task) and entry.state == PENDING:
+                wall = None if entry.ext is None else entry.ext.wall_due
+                if wall is not None:
+                    entry._when = place(wall)
+        heapify(self.timers)
 
     # -- workers -----------------------------------------------------------------------------
 

@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._task import CANCELLED, COMPLETED, EXPIRED, FAILED, PENDING, READY, STARTED, THROTTLED
+from ._task import (
+    CANCELLED,
+    COMPLETED,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    READY,
+    SKIPPED,
+    STARTED,
+    THROTTLED,
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,7 @@ class ExecutorStats:
     cancelled: int  # by the user or by shutdown(cancel_futures=True)
     expired: int  # not started by its deadline (its first attempt, or a retry)
     retries: int = 0  # retries queued so far
+    skipped: int = 0  # runs of calendar series later than their misfire grace, not made
 
 
 def make_stats(counts: list[int], retries: int) -> ExecutorStats:
@@ -38,4 +49,5 @@ def make_stats(counts: list[int], retries: int) -> ExecutorStats:
         cancelled=counts[CANCELLED],
         expired=counts[EXPIRED],
         retries=retries,
+        skipped=counts[SKIPPED],
     )

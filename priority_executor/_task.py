@@ -29,6 +29,7 @@ from ._gate import Bounded
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ._clock import WallTime
     from ._effects import Effects
     from ._waiting import HeldBy
 
@@ -43,7 +44,8 @@ FAILED = 6
 CANCELLED = 7
 EXPIRED = 8
 VOID = 9  # counted nowhere: a new task, a submit taken back, a run that ended a series
-STATES = 10
+SKIPPED = 10  # a run of a calendar series later than its misfire grace: not made
+STATES = 11
 # The waiting states: in a forked child, every task in one is the parent's.
 WAITING = (PENDING, INTAKE, THROTTLED, READY)
 
@@ -329,6 +331,10 @@ class Core(Protocol):
         on the hot path of a lane's run end."""
 
     def count_posted(self, effects: Effects) -> None: ...
+    @property
+    def wall_time(self) -> WallTime:
+        """Where wall-clock times fall on the scheduler's clock, and how many tasks wait
+        for one (see ``_clock.WallTime``)."""
 
 
 class Holder(Protocol):
@@ -381,6 +387,10 @@ class Hooks(Protocol):
     def error(self) -> BaseException | None:
         """A retry's last exception, while it waits."""
 
+    @property
+    def wall_due(self) -> float | None:
+        """The wall-clock time it waits for, if its due time is one (see ``WallTime``)."""
+
     def check_open(self) -> None:
         """Raise ``RuntimeError`` if the task's lane takes no more tasks."""
 
@@ -416,8 +426,14 @@ class MoreHooks(Hooks, Protocol):
     ) -> float | None:
         """An attempt raised ``exc``: in how long to try again, or None."""
 
-    def next_due(self, now: float) -> float:
-        """A run of a series ended at ``now``: when the next one is due."""
+    def begin(self, wall: float) -> bool:
+        """A run of a series is about to start, at wall-clock time ``wall``: False if it is
+        to be skipped (a calendar run later than its misfire grace). Outside the lock, in
+        the worker: it may ask the series' schedule, user code, which may raise."""
+
+    def next_due(self, core: Core) -> float | None:
+        """A run of a series ended: when the next one is due; None if there is none (a
+        calendar schedule that ended)."""
 
     def let_go(self) -> None:
         """The task is done: let go of what it holds for it (a retry's last exception,
@@ -542,6 +558,11 @@ class Task(TimerEntry):
         finally:  # even if a callback raised SystemExit: cancel() set the state first
             future.set_running_or_notify_cancel()
 
+    def end_series(self) -> None:
+        """The series' calendar has no run left: its future's result is None."""
+        with suppress(InvalidStateError):  # cancelled first: that stands
+            self.future.set_result(None)
+
     def fail(self, exc: BaseException) -> None:
         """Fail the claimed task's future without running it (a series': the series)."""
         if self.ext is not None and self.ext.recurrence is not None:
@@ -651,6 +672,16 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
     series = ext is not None and ext.recurrence is not None
     result = error = None
     if not future.cancelled():  # else cancelled since the claim: nothing starts
+        if series:
+            try:
+                go = cast(MoreHooks, ext).begin(owner.wall())
+            except BaseException as exc:  # its schedule failed: the series cannot go on
+                _run_over(task, owner, tally, exc, fatal=True)
+                return
+            if not go:
+                owner.run_ended(task)  # as _run_over: the next run waits before this counts
+                tally[SKIPPED] += 1
+                return
         try:
             if call is None:
                 result = task.fn(*task.args, **task.kwargs)
@@ -684,14 +715,18 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
         del future, error  # the traceback holds this frame, and the future holds it
 
 
-def _run_over(task: Task, owner: Owner, tally: Tally, error: BaseException | None) -> None:
-    """A run of a series ended: queue the next one, unless a failure ends the series."""
+def _run_over(
+    task: Task, owner: Owner, tally: Tally, error: BaseException | None, fatal: bool = False
+) -> None:
+    """A run of a series ended: queue the next one, unless a failure ends the series
+    (``fatal``: whatever its lane says)."""
     state = COMPLETED if error is None else FAILED
     if error is not None:
         lane = task.ext.lane  # type: ignore[union-attr]  # a series has an extension
         name = callable_name(task.fn)
-        if not (lane is not None and lane.survive_failures and isinstance(error, Exception)):
-            _SERIES_LOGGER.error("Recurring task %s raised; its series ends", name, exc_info=error)
+        if fatal or lane is None or not (lane.survive_failures and isinstance(error, Exception)):
+            what = "The schedule of recurring task %s" if fatal else "Recurring task %s"
+            _SERIES_LOGGER.error(what + " raised; its series ends", name, exc_info=error)
             tally[FAILED] += 1
             task.fail(error)
             del error  # its traceback holds this frame

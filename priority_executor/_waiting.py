@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 WaitingState = Literal["scheduled", "ready", "throttled"]
@@ -25,6 +26,10 @@ class WaitingTask:
     cooldown passes, None for ``max_running``, which only a run's end lifts. Both are None
     for a task that is not throttled, and for a moment when its lane has room again and
     has not yet given it back to the workers.
+
+    ``runs_at`` is when it is due on the wall clock, an aware datetime: for a run of a
+    calendar series, its slot (plus its jitter) in the schedule's time zone; for a
+    ``run_at`` task, that time; for any other, where its due time falls, in local time.
     """
 
     future: Future[Any]
@@ -36,3 +41,4 @@ class WaitingTask:
     lane: str | None = None
     held_by: HeldBy | None = None
     starts_in: float | None = None
+    runs_at: datetime | None = None

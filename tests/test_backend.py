@@ -109,7 +109,15 @@ def test_results_and_errors_come_back_on_the_executors_own_futures(backend: Exec
         assert list(ex.map(remote.square, range(5), timeout=TIMEOUT)) == [0, 1, 4, 9, 16]
         assert all(isinstance(f, Future) for f in (squared, failed, where))
     assert stats_fields(ex) == dict(
-        scheduled=0, ready=0, throttled=0, running=0, completed=7, failed=1, cancelled=0, expired=0
+        scheduled=0,
+        ready=0,
+        throttled=0,
+        running=0,
+        completed=7,
+        failed=1,
+        cancelled=0,
+        expired=0,
+        skipped=0,
     )
 
 
@@ -313,6 +321,7 @@ def test_a_lost_dask_cluster_breaks_the_executor_and_nothing_hangs(
             failed=1,
             cancelled=1,
             expired=0,
+            skipped=0,
         )
     finally:
         client.close()

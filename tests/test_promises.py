@@ -245,7 +245,15 @@ def test_an_executor_whose_threads_could_not_start_works_once_they_can() -> None
         abandon(ex)
     assert ran == ["now", "later"]
     assert stats_fields(ex) == dict(
-        scheduled=0, ready=0, throttled=0, running=0, completed=2, failed=0, cancelled=0, expired=0
+        scheduled=0,
+        ready=0,
+        throttled=0,
+        running=0,
+        completed=2,
+        failed=0,
+        cancelled=0,
+        expired=0,
+        skipped=0,
     )
 
 
