@@ -110,20 +110,6 @@ class Cron:
         )
         return f"Cron({self.expression!r}, tz={zone}{options})"
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Cron):
-            return NotImplemented
-        return (self.expression, self._zone, self.jitter, self.misfire_grace, self.coalesce) == (
-            other.expression,
-            other._zone,
-            other.jitter,
-            other.misfire_grace,
-            other.coalesce,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.expression, self._zone))
-
 
 def _cronsim(expression: str, start: datetime.datetime) -> Iterator[datetime.datetime]:
     try:

@@ -107,21 +107,23 @@ class ManualClock:
         """Move time forward by ``seconds`` (a number or a ``timedelta``, as ``delay``
         takes) and promote, in this thread, everything that became due."""
         step = _arguments.seconds("seconds", seconds)
-        self._move(lambda: setattr(self, "_now", self._now + step))
+        self._move(lambda now, wall_offset: (now + step, wall_offset))
 
     def advance_to(self, moment: datetime.datetime) -> None:
         """Move time forward until the wall clock shows ``moment`` (an aware datetime; a
         naive one is local time) and promote, as ``advance()`` does. A moment the wall
         clock shows already is an error: time never goes back."""
         wall = _timestamp("moment", moment)
-        # Exactly where WallTime places a task due at ``moment``: such a task is due now.
-        until = wall - self._wall_offset
-        if until < self._now:
-            raise ValueError(
-                f"moment={moment!r} has passed: the clock shows"
-                f" {datetime.datetime.fromtimestamp(self.wall(), datetime.timezone.utc)}"
-            )
-        self._move(lambda: setattr(self, "_now", until))
+
+        def change(now: float, wall_offset: float) -> tuple[float, float]:
+            # Exactly where WallTime places a task due at ``moment``: such a task is due.
+            until = wall - wall_offset
+            if until < now:
+                shown = datetime.datetime.fromtimestamp(wall_offset + now, datetime.timezone.utc)
+                raise ValueError(f"moment={moment!r} has passed: the clock shows {shown}")
+            return until, wall_offset
+
+        self._move(change)
 
     def step_wall(self, seconds: float | datetime.timedelta) -> None:
         """Step the wall time alone by ``seconds`` (negative: back), leaving the clock's
@@ -137,11 +139,12 @@ class ManualClock:
             )
         if not math.isfinite(step):
             raise ValueError(f"seconds must be finite, got {seconds!r}")
-        self._move(lambda: setattr(self, "_wall_offset", self._wall_offset + step))
+        self._move(lambda now, wall_offset: (now, wall_offset + step))
 
-    def _move(self, change: Callable[[], object]) -> None:
+    def _move(self, change: Callable[[float, float], tuple[float, float]]) -> None:
+        """Set the time and the wall offset to ``change(now, wall_offset)``, then promote."""
         with self._advancing:
-            change()
+            self._now, self._wall_offset = change(self._now, self._wall_offset)
             schedulers = list(self._schedulers)
         # Outside ``_advancing``: completing the futures of expired tasks runs their
         # callbacks, and one may advance this clock again. Each executor's expired futures

@@ -195,7 +195,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         fn: Callable[..., object],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        interval: float | timedelta,
+        interval: float | timedelta | Schedule,
         fixed_rate: bool,
         priority: int | None,
         delay: float | timedelta | None,

@@ -132,6 +132,7 @@ class Extension:
         if wait is None or (deadline is not None and now + wait >= deadline):
             return None  # the deadline bounds every attempt's start
         self.attempt += 1
+        self.wall_due = None  # a retry waits for its backoff, not for a wall-clock time
         if self.recurrence is None:
             self.error = exc
         effects.later.append(

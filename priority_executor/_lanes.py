@@ -50,6 +50,7 @@ from ._task import (
 from ._waiting import HeldBy, WaitingTask
 
 if TYPE_CHECKING:
+    from ._calendar import Schedule
     from ._effects import Effects
     from ._retry import Retry
     from ._scheduler import Scheduler
@@ -678,7 +679,7 @@ class Lane(Executor):
         fn: Callable[..., object],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        interval: float | timedelta,
+        interval: float | timedelta | Schedule,
         fixed_rate: bool,
         priority: int | None,
         delay: float | timedelta | None,

@@ -301,8 +301,16 @@ class Scheduler:
         back behind its lane's limits (a throttled task rescheduled), where the lane
         releases it when it has room."""
         ext = task.ext
-        if ext is not None and ext.recurrence is not None:
-            self.series.add(task)
+        if ext is not None:
+            if ext.recurrence is not None:
+                self.series.add(task)
+            if ext.wall_due is not None:
+                # Placed here, under the lock, after a look for a step of the wall clock:
+                # placed by an offset that a step made stale, it could start early, and
+                # the look that places every waiting task anew would not see it.
+                if self.wall_time.stepped():
+                    self._place_anew()
+                task._when = self.wall_time.place(ext.wall_due)
         # The due time was computed from a time read before the lock: a ManualClock may have
         # been advanced past it since, and that advance() did not see this task.
         if key is None and task._when <= self.now():

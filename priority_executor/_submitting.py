@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar, overload
 from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
+from ._calendar import Schedule
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -54,7 +55,7 @@ class Executor(futures.Executor):
         fn: Callable[..., object],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        interval: float | timedelta,
+        interval: float | timedelta | Schedule,
         fixed_rate: bool,
         priority: int | None,
         delay: float | timedelta | None,
@@ -119,18 +120,21 @@ class Executor(futures.Executor):
         fn: Callable[[Unpack[Ts]], object],
         /,
         *args: Unpack[Ts],
-        interval: float | timedelta,
+        interval: float | timedelta | Schedule,
         fixed_rate: bool = False,
         priority: int | None = None,
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         **kwargs: Never,
     ) -> Future[None]:
-        """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled.
+        """Run ``fn(*args, **kwargs)`` every ``interval`` seconds until cancelled, or at the
+        slots of a calendar schedule (``interval=Cron("0 2 * * *", tz="Europe/Paris")``).
 
-        First at ``delay``/``run_at`` (default now). Fixed delay by default: the next run is
-        due ``interval`` after the previous one ended. ``fixed_rate=True``: runs are due on
-        the grid ``first_due + k * interval``; slots that a long run overran are skipped.
+        First at ``delay``/``run_at`` (default now); a schedule's first run at its first
+        slot after that. Fixed delay by default: the next run is due ``interval`` after the
+        previous one ended. ``fixed_rate=True``: runs are due on the grid
+        ``first_due + k * interval``; slots that a long run overran are skipped. A
+        schedule's runs fall at its slots, on the wall clock (see ``Cron``).
         The future stays pending while the series lives; ``cancel()`` stops it (a run in
         progress finishes); a run that raises ends it with that exception.
         """

@@ -401,7 +401,7 @@ class BusinessDays:
 
     def next_after(self, moment: datetime.datetime) -> datetime.datetime | None:
         local = moment.astimezone(PARIS)
-        day = local.date() if local.time() < datetime.time(9) else local.date()
+        day = local.date()
         if local.time() >= datetime.time(9):
             day += datetime.timedelta(days=1)
         while day.weekday() >= 5 or day in self.holidays:
@@ -544,3 +544,40 @@ def test_every_second_on_the_second_starts_just_after_each_boundary() -> None:
     # Never early: a run a hair before its second would show as nearly a whole second.
     assert all(late < 0.5 for late in lateness), lateness
     assert statistics.median(lateness) < 0.01, lateness  # a few milliseconds after it
+
+
+def test_a_retry_of_a_run_at_task_waits_for_its_backoff_not_the_wall_time() -> None:
+    from priority_executor import Retry
+
+    clock = ManualClock(wall=utc(2026, 1, 1, 12))
+    attempts: list[float] = []
+
+    def flaky() -> str:
+        attempts.append(clock.wall())
+        if len(attempts) == 1:
+            raise ConnectionError("once")
+        return "ok"
+
+    with PriorityExecutor(max_workers=1, clock=clock, retry=Retry(2, backoff=5)) as executor:
+        future = executor.submit(flaky, run_at=utc(2026, 1, 1, 13))
+        clock.advance_to(utc(2026, 1, 1, 13))
+        clock.settle()
+        clock.step_wall(-60)  # the retry waits 5 s of the executor's clock, whatever the wall
+        clock.advance(5)
+        assert future.result(timeout=10) == "ok"
+        assert attempts[1] - attempts[0] == 5 - 60
+
+
+def test_the_test_clock_refuses_bad_moves() -> None:
+    clock = ManualClock(wall=utc(2026, 1, 1))
+    with pytest.raises(ValueError, match="has passed"):
+        clock.advance_to(utc(2025, 12, 31))
+    with pytest.raises(TypeError, match="seconds must be a number"):
+        clock.step_wall("1h")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="seconds must be finite"):
+        clock.step_wall(float("nan"))
+    with pytest.raises(TypeError, match="wall must be a datetime"):
+        ManualClock(wall="2026-01-01")  # type: ignore[arg-type]
+    clock.step_wall(-86400)  # back is allowed: so the system clock goes
+    assert clock.wall() == utc(2025, 12, 31).timestamp()
+    assert "wall=2025-12-31T00:00:00+00:00" in repr(clock)

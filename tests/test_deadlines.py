@@ -79,6 +79,7 @@ def test_seed_scenario_expired_task_is_cancelled_while_worker_busy(expires) -> N
             "failed": 0,
             "cancelled": 0,
             "expired": 1,
+            "skipped": 0,
         }
 
         clock.advance(4)  # the "5-second task" ends at t = 5
@@ -157,6 +158,7 @@ def test_deadline_applies_to_a_task_far_from_the_top_of_the_queue() -> None:
         "failed": 0,
         "cancelled": 0,
         "expired": 1,
+        "skipped": 0,
     }
 
 
@@ -231,6 +233,7 @@ def test_task_started_before_its_deadline_runs_normally() -> None:
         "failed": 0,
         "cancelled": 0,
         "expired": 0,
+        "skipped": 0,
     }
 
 

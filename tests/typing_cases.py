@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal, Optional, TypeVar
 
 from typing_extensions import assert_type
 
-from priority_executor import ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
+from priority_executor import Cron, ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
 from priority_executor.testing import ManualClock
 
 T = TypeVar("T")
@@ -43,6 +43,11 @@ def add(x: int, y: float) -> float:
 
 def between(low: int, x: float, high: int) -> bool:
     return low <= x <= high
+
+
+class BusinessDays:
+    def next_after(self, moment: datetime, /) -> datetime | None:
+        return moment + timedelta(days=1)
 
 
 def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
@@ -72,6 +77,9 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     )
     assert_type(ex.submit_recurring(h, interval=1, run_at=datetime(2030, 1, 1)), Future[None])
     assert_type(ex.submit_recurring(functools.partial(g, label="a"), 1, interval=1), Future[None])
+    # A calendar schedule: a Cron, or any object with next_after().
+    assert_type(ex.submit_recurring(h, interval=Cron("0 2 * * *", tz="UTC")), Future[None])
+    assert_type(ex.submit_recurring(f, 1, interval=BusinessDays()), Future[None])
 
     assert_type(ex.map(f, [1, 2]), Iterator[int])
     assert_type(ex.map(f, range(3), timeout=5, priority=Priority.HIGH), Iterator[int])
@@ -81,6 +89,9 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
 
     clock.advance(1.5)
     clock.advance(timedelta(seconds=1))
+    clock.advance_to(datetime(2030, 1, 1, tzinfo=timezone.utc))
+    clock.step_wall(-3600)
+    assert_type(ex.waiting()[0].runs_at, Optional[datetime])
 
     # A lane has the executor's surface; its calls are typed the same way.
     lane = ex.lane("api", max_starts=10, per=timedelta(seconds=1), cooldown=0.5, priority=1)
@@ -179,6 +190,8 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
     ex.submit_recurring(f, 1, interval=1, expires=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(g, 1, interval=1, label="a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(f, 1, interval=None)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.submit_recurring(f, 1, interval="0 2 * * *")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    Cron("0 2 * * *", tz=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(f, 1, interval=1, priority="high")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(f, 1, interval=1, delay="1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.submit_recurring(f, 1, interval=1, run_at=5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
