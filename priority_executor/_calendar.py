@@ -23,6 +23,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 _UTC = datetime.timezone.utc
+# The nicknames of crontab(5), as Vixie cron reads them (but @reboot: a process has no boot).
+_NICKNAMES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 _EXTRA = "pip install 'priority_executor[cron]'"
 
 
@@ -43,9 +53,9 @@ class Cron:
     """A cron expression in a time zone: ``Cron("0 2 * * *", tz="Europe/Paris")``.
 
     ``expression``: five fields (minute, hour, day of month, month, day of week) with
-    ``*``, ranges, lists, steps (``*/5``) and the names of days and months, as Debian's
-    cron reads them (``cronsim`` evaluates it). ``tz``: a zone name, a ``tzinfo``, or None
-    for the machine's local time zone.
+    ``*``, ranges, lists, steps (``*/5``) and the names of days and months, or a nickname
+    (``@daily``, ``@hourly``, ...), as Debian's cron reads them (``cronsim`` evaluates
+    it). ``tz``: a zone name, a ``tzinfo``, or None for the machine's local time zone.
 
     Across DST, as Debian's cron: a run set in the hour the clocks skip (02:30 on the
     night 02:00 becomes 03:00) runs when it ends (03:00); a run set in the hour that
@@ -59,7 +69,7 @@ class Cron:
     missed slots are caught up by one run (True, the default) or by a run each.
     """
 
-    __slots__ = ("_zone", "coalesce", "expression", "jitter", "misfire_grace", "tz")
+    __slots__ = ("_fields", "_zone", "coalesce", "expression", "jitter", "misfire_grace", "tz")
 
     def __init__(
         self,
@@ -73,6 +83,14 @@ class Cron:
         if not isinstance(expression, str):
             raise TypeError(f"expression must be a str, not {type(expression).__name__}")
         self.expression = expression
+        self._fields = _NICKNAMES.get(expression.strip(), expression)
+        # Five, whatever cronsim takes: a sixth (seconds) field is read by some versions
+        # only, and would mean another schedule on another Python.
+        if len(self._fields.split()) != 5:
+            raise ValueError(
+                f"bad cron expression {expression!r}: five fields (minute hour day-of-month"
+                f" month day-of-week) or one of {', '.join(_NICKNAMES)}"
+            )
         self._zone = _zone(tz)
         self.tz = tz
         options = _options(jitter, misfire_grace, coalesce, "")
@@ -85,7 +103,7 @@ class Cron:
             raise ValueError(f"cron expression {expression!r} matches no time in 50 years")
 
     def next_after(self, moment: datetime.datetime, /) -> datetime.datetime | None:
-        for slot in _cronsim(self.expression, moment.astimezone(self._zone)):
+        for slot in _cronsim(self._fields, moment.astimezone(self._zone)):
             return slot
         return None  # none within 50 years (cronsim looks no further)
 

@@ -221,6 +221,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         scheduler = self._scheduler
         recurrence: Recurrence | Calendar
         if callable(getattr(interval, "next_after", None)):
+            if isinstance(interval, type):
+                raise TypeError(
+                    f"interval must be a schedule, such as Cron('0 2 * * *'), not the class"
+                    f" {interval.__name__} itself"
+                )
             if fixed_rate:
                 raise ValueError(
                     "fixed_rate applies to an interval in seconds: a schedule's runs fall on"

@@ -71,6 +71,13 @@ def test_a_cron_expression_gives_the_slots_cron_would(
     assert slots == expected
 
 
+def test_crons_nicknames_are_its_five_fields() -> None:
+    daily = Cron("@daily", tz="UTC")
+    assert daily.next_after(utc(2026, 1, 1, 12)) == utc(2026, 1, 2)
+    assert repr(daily) == "Cron('@daily', tz='UTC')"
+    assert Cron("@hourly", tz="UTC").next_after(utc(2026, 1, 1, 12, 5)) == utc(2026, 1, 1, 13)
+
+
 def test_a_slot_is_strictly_after_the_moment_asked() -> None:
     cron = Cron("0 2 * * *", tz="UTC")
     assert cron.next_after(utc(2026, 1, 1, 2)) == utc(2026, 1, 2, 2)
@@ -80,7 +87,9 @@ def test_a_slot_is_strictly_after_the_moment_asked() -> None:
     ("args", "kwargs", "error", "words"),
     [
         (("61 * * * *",), {}, ValueError, "bad cron expression '61 * * * *': Bad minute"),
-        (("* * *",), {}, ValueError, "Wrong number of fields"),
+        (("* * *",), {}, ValueError, "five fields"),
+        (("0 0 2 * * *",), {}, ValueError, "five fields"),  # no seconds field
+        (("@reboot",), {}, ValueError, "or one of @yearly"),
         (("* * */20 * 1L",), {}, ValueError, "matches no time in 50 years"),
         ((5,), {}, TypeError, "expression must be a str"),
         (("* * * * *",), {"tz": "Mars/Olympus"}, ValueError, "tz='Mars/Olympus'"),
@@ -116,6 +125,8 @@ def test_submit_recurring_says_how_to_pass_a_cron_expression() -> None:
     with PriorityExecutor(max_workers=1, clock=ManualClock()) as executor:
         with pytest.raises(TypeError, match=r"pass Cron\('0 2 \* \* \*'\)"):
             executor.submit_recurring(print, interval="0 2 * * *")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not the class Cron itself"):
+            executor.submit_recurring(print, interval=Cron)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="fixed_rate applies to an interval"):
             executor.submit_recurring(print, interval=Cron("0 2 * * *", tz=UTC), fixed_rate=True)
         assert executor.stats().scheduled == 0
