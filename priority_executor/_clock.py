@@ -45,7 +45,10 @@ class MonotonicClock:
     """Real time: ``time.monotonic`` for intervals, so wall-clock jumps move nothing."""
 
     now = staticmethod(time.monotonic)
-    wall = staticmethod(time.time)
+
+    @staticmethod
+    def wall() -> float:
+        return time.time()
 
     @staticmethod
     def wall_offset() -> float:

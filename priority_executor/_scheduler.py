@@ -908,6 +908,7 @@ class Scheduler:
         self.in_order = deque()
         self.ready = []
         self.timers = []
+        self.wall_time.waiting = 0
         self.series = set()
         self.holders = set()
         self._posted = deque()

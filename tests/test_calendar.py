@@ -592,3 +592,42 @@ def test_the_test_clock_refuses_bad_moves() -> None:
     clock.step_wall(-86400)  # back is allowed: so the system clock goes
     assert clock.wall() == utc(2025, 12, 31).timestamp()
     assert "wall=2025-12-31T00:00:00+00:00" in repr(clock)
+
+
+class SteppedSystemClock:
+    """``time.time()`` stepped as NTP or a resume from sleep steps it; monotonic time goes on."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.step = 0.0
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + self.step)
+
+
+@pytest.mark.timeout(30)
+def test_a_step_of_the_system_clock_forward_is_seen_within_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    system = SteppedSystemClock(monkeypatch)
+    with PriorityExecutor(max_workers=1) as executor:
+        in_an_hour = datetime.datetime.now(UTC) + datetime.timedelta(hours=1)
+        future = executor.submit(time.monotonic, run_at=in_an_hour)
+        time.sleep(0.05)  # the promoter asleep, until the run_at an hour away as it knew it
+        system.step = 3600
+        stepped = time.monotonic()
+        started = future.result(timeout=10)
+    assert started - stepped < 2.0  # at most a second, and a generous margin
+
+
+@pytest.mark.timeout(30)
+def test_a_step_of_the_system_clock_back_delays_a_waiting_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    system = SteppedSystemClock(monkeypatch)
+    with PriorityExecutor(max_workers=1) as executor:
+        submitted = time.monotonic()
+        future = executor.submit(
+            time.monotonic, run_at=datetime.datetime.now(UTC) + datetime.timedelta(seconds=0.3)
+        )
+        system.step = -1.0
+        started = future.result(timeout=10)
+    assert started - submitted >= 1.3 - 0.01  # when the wall clock shows run_at again

@@ -7,6 +7,7 @@ while the first one waits, so each interleaving happens every time.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections import deque
 from concurrent.futures import Executor, Future
@@ -372,3 +373,38 @@ def test_a_delayed_submit_promotes_the_tasks_due_by_then() -> None:
         advancing.join(TIMEOUT)
         clock.advance(1)
         assert later.result(timeout=TIMEOUT) == "later"
+
+
+@pytest.mark.parametrize("step", [-3600, 3600])
+def test_a_run_at_submitted_across_a_wall_clock_step_waits_for_its_wall_time(step: int) -> None:
+    # The submit turns run_at into a time on the executor's clock before it takes the lock;
+    # the wall clock is stepped (and the waiting tasks placed anew) in between. Placed by
+    # the offset from before the step, the task would start an hour early, or late.
+    wall = 1_800_000_000.0
+    clock = ManualClock(wall=wall)
+    pause = Pause()
+    with PriorityExecutor(max_workers=1, clock=clock) as ex:
+        scheduler = ex._scheduler
+        scheduler.add = pause_before(scheduler.add, pause)  # type: ignore[method-assign]
+        started: Future[float] = Future()
+        submitted: list[Future[None]] = []
+        submitter = in_thread(
+            lambda: submitted.append(
+                ex.submit(
+                    lambda: started.set_result(clock.wall()),
+                    run_at=datetime.datetime.fromtimestamp(wall + 60, datetime.timezone.utc),
+                )
+            )
+        )
+        assert pause.reached.wait(TIMEOUT)
+        clock.step_wall(step)
+        pause.go_on.set()
+        submitter.join(TIMEOUT)
+        assert submitted
+        if step < 0:
+            clock.advance(60)
+            clock.settle()
+            assert not started.done()  # the wall clock shows 59 minutes before run_at
+            clock.advance(3600)
+        # Forward: the wall clock is past run_at already, and the task due.
+        assert started.result(TIMEOUT) >= wall + 60
