@@ -183,12 +183,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
 
     def _due(self, now: float, delay: object, run_at: object) -> tuple[float, float | None]:
         """When a task is due, and the wall-clock time it waits for: a ``run_at`` still to
-        come is a wall-clock time, which a step of the system clock moves (see WallTime)."""
+        come is a wall-clock time, which a step of the system clock moves (the scheduler
+        places it under its lock: see WallTime)."""
         due = due_time(self._clock, now, delay, run_at)
         if run_at is None or due <= now:
             return due, None
-        wall = cast(datetime, run_at).timestamp()
-        return self._scheduler.wall_time.place(wall), wall
+        return due, cast(datetime, run_at).timestamp()
 
     def _schedule_recurring(
         self,
@@ -235,7 +235,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             # Its first slot after the first due time (asked here: the schedule is user
             # code, which may raise, and must run before anything is queued).
             wall = recurrence.first(clock.wall() + (due - now))
-            due = scheduler.wall_time.place(wall)
+            due = now + (wall - clock.wall())  # placed anew under the lock (see WallTime)
         else:
             if isinstance(interval, str):
                 raise TypeError(

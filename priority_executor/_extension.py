@@ -90,7 +90,13 @@ class Extension:
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
         if self.wall_due is not None and (was == PENDING) is not (state == PENDING):
-            core.wall_time.waiting += 1 if state == PENDING else -1
+            if state == PENDING:
+                core.wall_time.waiting += 1
+            else:
+                # Due (or claimed): its due time stays where its wall time fell then, as
+                # any due task's, which a policy's key may have read.
+                core.wall_time.waiting -= 1
+                self.wall_due = None
         waiting = state <= READY
         if waiting is not (was <= READY):
             # Queued (new, or again), or out of the queue: its deadline's alarm goes with it.

@@ -431,8 +431,7 @@ class Scheduler:
             task._when = due
             task._seq = self.next_seq()
             # VOID: its worker counts the run that ended (see _task.run).
-            key = self._key_or_error(task) if due <= self.now() else None
-            self.queue(task, key, effects, VOID)
+            self.queue(task, None, effects, VOID)
         elif task in self.series:
             # Cancelled, failed or shut down: its future's callback, still to come, ends
             # the series (see _end) and lets go of the task, which no run uses now. Or

@@ -27,9 +27,10 @@ class WaitingTask:
     for a task that is not throttled, and for a moment when its lane has room again and
     has not yet given it back to the workers.
 
-    ``runs_at`` is when it is due on the wall clock, an aware datetime: for a run of a
-    calendar series, its slot (plus its jitter) in the schedule's time zone; for a
-    ``run_at`` task, that time; for any other, where its due time falls, in local time.
+    ``runs_at`` is when it is due on the wall clock, an aware datetime: for a task still
+    waiting for a wall-clock time (a calendar run's slot plus its jitter, a ``run_at``),
+    that time; for any other, where its due time falls on the wall clock. In the
+    schedule's time zone for a run of a calendar series, else in local time.
     """
 
     future: Future[Any]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
 import functools
 import itertools
 import math
@@ -65,6 +66,9 @@ SYNC_TIMEOUT = 5.0  # seconds for the worker thread to act; never reached unless
 SETTLE_TIMEOUT = 2.0  # seconds for an idle worker's last steps; also reached only if broken
 STUCK_TIMEOUT = 0.5  # seconds with nothing running or ready, when a start is predicted
 GATE_TIMEOUT = 30.0  # a task left blocked by a broken test gives up after this
+# The test clock's wall time at the start: a whole number, so that every time a test step
+# reaches (whole or half seconds) is exact on both clocks.
+WALL = 1_800_000_000.0
 # More examples for a bug hunt: PRIORITY_EXECUTOR_MODEL_EXAMPLES=1000 pytest tests/test_model.py
 EXAMPLES = int(os.environ.get("PRIORITY_EXECUTOR_MODEL_EXAMPLES", "40"))
 
@@ -201,6 +205,9 @@ class MTask:
         self.lane = lane
         self.retry = retry
         self.attempt = 1
+        # The wall-clock time it waits for (a run_at still to come): its due time moves
+        # with a step of the wall clock while it is pending.
+        self.wall_due: float | None = None
         # The last failed attempt's exception, as (class, args): what its future gets if no
         # attempt follows, or if the retry does not start by the deadline.
         self.error: tuple[type[Exception], tuple[Any, ...]] | None = None
@@ -259,6 +266,7 @@ class Model:
         self.closed = False
         self.cancelled_all = False  # by shutdown(cancel_futures=True): no retry is queued
         self.cancelled_series = 0
+        self.wall_offset = WALL - now  # the clock's wall time minus its own
         self.retries = 0
 
     def key(self, task: MTask) -> tuple[float, ...]:
@@ -316,14 +324,17 @@ class Model:
         deadline: float | None,
         lane: MLane | None = None,
         seq: int | None = None,
+        wall_due: float | None = None,
     ) -> MTask:
-        """A task submitted; ``seq``: the one it took at its call, if it waited for room."""
+        """A task submitted; ``seq``: the one it took at its call, if it waited for room;
+        ``wall_due``: the wall-clock time it waits for (a run_at still to come)."""
         if priority is None:
             priority = 0 if lane is None else lane.priority
         # A lane's retry policy replaces the executor's.
         retry = self.retry if lane is None or lane.retry is None else lane.retry
         seq = next(self.seq) if seq is None else seq
         task = MTask(label, seq, priority, due, deadline, lane=lane, retry=retry)
+        task.wall_due = wall_due
         self.tasks.append(task)
         self.queue(task)
         self.start_next()
@@ -408,6 +419,15 @@ class Model:
             self.release_lane(lane)
         self.start_next()
 
+    def step_wall(self, seconds: float) -> None:
+        """The wall clock is stepped: a pending task that waits for a wall-clock time is
+        due where that time now falls; then promotion, as at any advance."""
+        self.wall_offset += seconds
+        for task in self.tasks:
+            if task.state == "pending" and task.wall_due is not None:
+                task.due = task.wall_due - self.wall_offset
+        self.advance(0)
+
     def release(self, task: MTask, error: type[Exception] | None) -> None:
         """A running task's attempt ends: it returned, or raised ``error``."""
         self.running.remove(task)
@@ -452,6 +472,7 @@ class Model:
         if task.deadline is not None and due >= task.deadline:
             return False  # the deadline bounds every attempt's start
         task.due = due
+        task.wall_due = None  # a retry waits for its backoff, not a wall-clock time
         task.seq = next(self.seq)  # ordered as if submitted now
         task.attempt += 1
         self.retries += 1
@@ -523,6 +544,8 @@ class Model:
         if priority is not None:
             task.priority = priority
         task.due, task.deadline, task.seq = due, deadline, next(self.seq)
+        if delay is not None:
+            task.wall_due = None  # a delay waits for no wall-clock time
         if due > self.now:
             # Not due: it waits for its time again, and holds none of its lane's room.
             task.state = "pending"
@@ -715,7 +738,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         max_waiting: int | None,
     ) -> None:
         policy = self.policy
-        self.clock = ManualClock(start)
+        self.clock = ManualClock(start, wall=WALL)
         self.gates = Gates(self.clock)
         self.executor = PriorityExecutor(
             max_workers=workers,
@@ -975,7 +998,10 @@ class ExecutorMachine(RuleBasedStateMachine):
         delay: int | None,
         expires: int | None,
         lane: tuple[Lane, MLane] | None = None,
+        at: int | None = None,
     ) -> None:
+        """Submit a task; ``at``: with ``run_at``, that many seconds from now on the wall
+        clock (in place of ``delay``)."""
         label = f"t{next(self.labels)}"
         target: PriorityExecutor | Lane = self.ex if lane is None else lane[0]
         mlane = None if lane is None else lane[1]
@@ -988,18 +1014,26 @@ class ExecutorMachine(RuleBasedStateMachine):
         if blocks:
             if self.blocked is not None:
                 return  # it would wait as well, and which of two goes first is not known
+            if at is not None:
+                return  # a wall-clock time that block() cannot delay
             delay = (delay or 0) + BLOCKED_DELAY  # see block()
         kwargs: dict[str, Any] = {"priority": priority}
         if delay is not None:
             kwargs["delay"] = delay
+        wall_due = None
+        if at is not None:
+            wall = self.m.now + self.m.wall_offset + at
+            kwargs["run_at"] = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc)
+            delay = at if at > 0 else None  # a run_at passed is due now, its time kept
+            wall_due = wall if at > 0 else None
         deadline = None
         if expires is not None:
             kwargs["expires"] = (delay or 0) + expires  # always after the due time
             deadline = self.m.now + kwargs["expires"]
-        due = self.m.now + (delay or 0)
+        due = self.m.now + (delay or 0 if at is None else at)
 
         def admit(seq: int | None = None) -> Callable[[Future[Any]], None]:
-            task = self.m.submit(label, priority, due, deadline, mlane, seq)
+            task = self.m.submit(label, priority, due, deadline, mlane, seq, wall_due)
 
             def record(future: Future[Any]) -> None:
                 self.futures.append((future, task))
@@ -1019,6 +1053,25 @@ class ExecutorMachine(RuleBasedStateMachine):
     @rule(priority=PRIORITIES, delay=DELAYS, expires=EXPIRES)
     def submit(self, priority: int, delay: int | None, expires: int | None) -> None:
         self.submit_one(priority, delay, expires)
+
+    # At a wall-clock time: one still to come waits for the wall clock, which steps.
+    @rule(
+        priority=PRIORITIES,
+        at=st.sampled_from([-1, 1, 2, 4]),
+        expires=EXPIRES,
+        in_lane=st.integers(0, 3),
+    )
+    def submit_at(self, priority: int, at: int, expires: int | None, in_lane: int) -> None:
+        lane = self.lanes[in_lane] if in_lane < len(self.lanes) else None
+        self.submit_one(priority, None, expires, lane, at)
+
+    @precondition(lambda self: self.blocked is None)
+    @rule(seconds=st.sampled_from([-3, -1, 1, 2, 5]))
+    def step_wall(self, seconds: float) -> None:
+        assert self.clock is not None
+        self.clock.step_wall(seconds)
+        self.m.step_wall(seconds)
+        self.sync()
 
     @rule(tasks=st.lists(st.tuples(PRIORITIES, DELAYS, EXPIRES), min_size=2, max_size=4))
     def submit_several(self, tasks: list[tuple[int, int | None, int | None]]) -> None:
