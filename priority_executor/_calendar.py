@@ -7,15 +7,16 @@ recurrence asks its schedule for the next slot. Its runs wait for their wall-clo
 (see ``_clock.WallTime``), so a step of the system clock moves them with it.
 
 The schedule is user code: it is asked only outside the scheduler's lock, for the first
-run in ``submit_recurring()``, and for each later one by the worker that starts a run
-(``Calendar.begin``), which knows then which slots were missed.
+runs in ``submit_recurring()``, then one slot ahead by the worker whose run is over
+(``Calendar.look_ahead``), and for the slots missed by the worker that starts a run
+(``Calendar.begin``), which knows then which were.
 """
 
 from __future__ import annotations
 
 import datetime
 import random
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from ._arguments import seconds
 
@@ -193,50 +194,69 @@ class Calendar:
     """When the runs of a calendar series are due: at its schedule's slots, as wall-clock
     times (``time.time()`` values), each plus its jitter.
 
-    Read and written by one thread at a time: the submitter, then the worker that runs
-    the series (one run at a time), then the scheduler under its lock (``next_due``).
+    The schedule is asked one slot ahead, once a run is over (``look_ahead``): so a run on
+    its way to start asks nothing, unless slots were missed (``begin``). Read and written
+    by one thread at a time: the submitter, then the worker that runs the series (one run
+    at a time), then the scheduler under its lock (``next_due``).
     """
 
-    __slots__ = ("coalesce", "grace", "jitter", "next_slot", "schedule", "slot", "wall_due")
+    __slots__ = (
+        "ahead",
+        "coalesce",
+        "grace",
+        "jitter",
+        "next_slot",
+        "schedule",
+        "slot",
+        "wall_due",
+    )
 
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
         self.jitter, self.grace, self.coalesce = options_of(schedule)
         self.slot = 0.0  # the slot of the run that waits or runs
         self.wall_due = 0.0  # when it is due: its slot plus its jitter
-        self.next_slot: float | None = None  # the slot of the run after it (see begin())
+        self.next_slot: float | None = None  # the slot after it: the next run's, if not missed
+        self.ahead: float | None = None  # the slot after that (see look_ahead)
 
     def first(self, after: float) -> float:
-        """Plan the first run, the first slot after ``after``; return when it is due.
+        """Plan the first run, at the first slot after ``after``; return when it is due.
         Raises whatever the schedule raised, or ValueError if it has no slot."""
         slot = self._after(after)
         if slot is None:
             raise ValueError(f"the schedule {self.schedule!r} has no run after the first due time")
-        self.next_slot = slot
-        return self._plan()
+        self._plan(slot)
+        self.next_slot = self._after(slot)
+        return self.wall_due
 
     def begin(self, wall: float) -> bool:
-        """A worker is about to start the run due at ``planned``, at ``wall``: return
-        False if that is later than the misfire grace (the run is skipped). Either way,
-        plan the run after it (``next_due``). With ``coalesce``, this run stands for every
-        slot that has passed by now: the next one is the first still to come."""
-        slot = self.slot
-        following = self._after(slot)
-        while self.coalesce and following is not None and following <= wall:
-            slot, following = following, self._after(following)
-        late = wall - max(slot, self.wall_due)
-        self.slot, self.next_slot = slot, following
+        """A worker is about to start the run due at ``wall_due``, at ``wall``: return
+        False if that is later than the misfire grace (the run is skipped). With
+        ``coalesce``, this run stands for every slot that has passed by now: the next one
+        is the first still to come."""
+        while self.coalesce and self.next_slot is not None and self.next_slot <= wall:
+            self.slot = self.next_slot
+            self.next_slot = self._after(self.slot)
+        late = wall - max(self.slot, self.wall_due)
         return self.grace is None or late <= self.grace
+
+    def look_ahead(self) -> None:
+        """A run is over (made or skipped): ask the schedule for the slot after the next
+        run's, here, outside the lock, rather than on the next run's way to start."""
+        self.ahead = None if self.next_slot is None else self._after(self.next_slot)
 
     def next_due(self, now: float, place: Callable[[float], float]) -> float | None:
         """When the next run is due, on the executor's clock (``place`` puts a wall-clock
         time there); None when the schedule has no more."""
-        return None if self.next_slot is None else place(self._plan())
+        if self.next_slot is None:
+            return None
+        self._plan(self.next_slot)
+        self.next_slot = self.ahead
+        return place(self.wall_due)
 
-    def _plan(self) -> float:
-        self.slot = slot = cast(float, self.next_slot)  # not None: see the callers
+    def _plan(self, slot: float) -> None:
+        self.slot = slot
         self.wall_due = slot + random.uniform(0.0, self.jitter) if self.jitter else slot
-        return self.wall_due
 
     def _after(self, wall: float) -> float | None:
         moment = datetime.datetime.fromtimestamp(wall, _UTC)

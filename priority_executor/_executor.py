@@ -211,7 +211,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             )
         clock = self._clock
         now = clock.now()
-        due = due_time(clock, now, delay, run_at)
+        due, wall = self._due(now, delay, run_at)  # a run_at's first run waits for the wall time
         if not isinstance(fixed_rate, bool):
             raise TypeError(f"fixed_rate must be a bool, not {type(fixed_rate).__name__}")
         check_callable(fn)
@@ -243,7 +243,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                     f" str (for a cron expression, pass Cron({interval!r}))"
                 )
             period = seconds("interval", interval, positive=True)
-            recurrence, wall = Recurrence(due, period, fixed_rate), None
+            recurrence = Recurrence(due, period, fixed_rate)
         future: OwnFuture[None] = OwnFuture(self._owner)
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
         task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall)

@@ -150,6 +150,9 @@ class Extension:
         # A retry's attempt stands for the run whose first attempt began.
         return self.attempt > 1 or self.recurrence.begin(wall)  # type: ignore[union-attr]
 
+    def look_ahead(self) -> None:
+        self.recurrence.look_ahead()  # type: ignore[union-attr]  # a series'
+
     def next_due(self, core: Core) -> float | None:
         self.attempt = 1  # a run ended for good: the next one that fails counts anew
         recurrence: Recurrence | Calendar = self.recurrence  # type: ignore[assignment]

@@ -25,6 +25,9 @@ class Recurrence:
         """A run is about to start: it may (see ``Calendar.begin``)."""
         return True
 
+    def look_ahead(self) -> None:
+        """A run is over: nothing to ask ahead (see ``Calendar.look_ahead``)."""
+
     def __init__(self, first_due: float, interval: float, fixed_rate: bool) -> None:
         self.first_due = first_due
         self.interval = interval

@@ -431,6 +431,10 @@ class MoreHooks(Hooks, Protocol):
         to be skipped (a calendar run later than its misfire grace). Outside the lock, in
         the worker: it may ask the series' schedule, user code, which may raise."""
 
+    def look_ahead(self) -> None:
+        """A run of a series is over: outside the lock, in the worker, ask its schedule
+        (user code, which may raise) what ``next_due`` will need."""
+
     def next_due(self, core: Core) -> float | None:
         """A run of a series ended: when the next one is due; None if there is none (a
         calendar schedule that ended)."""
@@ -679,8 +683,7 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
                 _run_over(task, owner, tally, exc, fatal=True)
                 return
             if not go:
-                owner.run_ended(task)  # as _run_over: the next run waits before this counts
-                tally[SKIPPED] += 1
+                _run_over(task, owner, tally, None, SKIPPED)
                 return
         try:
             if call is None:
@@ -716,30 +719,46 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
 
 
 def _run_over(
-    task: Task, owner: Owner, tally: Tally, error: BaseException | None, fatal: bool = False
+    task: Task,
+    owner: Owner,
+    tally: Tally,
+    error: BaseException | None,
+    state: int = COMPLETED,
+    fatal: bool = False,
 ) -> None:
-    """A run of a series ended: queue the next one, unless a failure ends the series
-    (``fatal``: whatever its lane says)."""
-    state = COMPLETED if error is None else FAILED
+    """A run of a series ended in ``state`` (or failed with ``error``): queue the next one,
+    unless a failure ends the series (``fatal``: its schedule's, whatever its lane says)."""
+    ext = cast(MoreHooks, task.ext)
     if error is not None:
-        lane = task.ext.lane  # type: ignore[union-attr]  # a series has an extension
-        name = callable_name(task.fn)
+        lane = ext.lane
         if fatal or lane is None or not (lane.survive_failures and isinstance(error, Exception)):
-            what = "The schedule of recurring task %s" if fatal else "Recurring task %s"
-            _SERIES_LOGGER.error(what + " raised; its series ends", name, exc_info=error)
-            tally[FAILED] += 1
-            task.fail(error)
-            del error  # its traceback holds this frame
-            owner.run_ended(task)  # the series is done: its task is let go
+            _end_series(task, owner, tally, FAILED, error, fatal)
             return
         _SERIES_LOGGER.error(
             "Recurring task %s in lane %r raised; its series goes on",
-            name,
+            callable_name(task.fn),
             lane.name,
             exc_info=error,
         )
         del error
+        state = FAILED
+    try:
+        ext.look_ahead()
+    except BaseException as exc:  # its schedule failed: the series cannot go on
+        _end_series(task, owner, tally, state, exc, True)
+        return
     # Counted once the next run is queued: whoever sees this run counted and moves the
     # clock finds the series' next run already waiting.
     owner.run_ended(task)
     tally[state] += 1
+
+
+def _end_series(
+    task: Task, owner: Owner, tally: Tally, state: int, error: BaseException, schedule: bool
+) -> None:
+    what = "The schedule of recurring task %s" if schedule else "Recurring task %s"
+    _SERIES_LOGGER.error(what + " raised; its series ends", callable_name(task.fn), exc_info=error)
+    tally[state] += 1
+    task.fail(error)
+    del error  # its traceback holds this frame
+    owner.run_ended(task)  # the series is done: its task is let go

@@ -289,6 +289,21 @@ def test_run_at_is_a_wall_clock_time_that_a_step_moves() -> None:
         assert later.result(timeout=10) == utc(2026, 1, 2).timestamp()
 
 
+def test_the_first_run_of_an_interval_series_at_run_at_waits_for_the_wall_clock() -> None:
+    clock = ManualClock(wall=utc(2026, 1, 1, 12))
+    runs = Runs(clock)
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        series = executor.submit_recurring(runs, interval=60, run_at=utc(2026, 1, 1, 13))
+        clock.step_wall(datetime.timedelta(minutes=30))  # 12:30
+        clock.advance_to(utc(2026, 1, 1, 13))  # 30 minutes of the executor's clock
+        clock.settle()
+        assert runs.shown() == ["01-01 13:00 UTC"]
+        clock.advance(60)  # then every 60 s of the executor's clock
+        clock.settle()
+        assert runs.shown() == ["01-01 13:00 UTC", "01-01 13:01 UTC"]
+        series.cancel()
+
+
 # -- missed runs -----------------------------------------------------------------------------
 
 
@@ -470,12 +485,16 @@ def test_a_schedule_that_fails_later_ends_its_series_with_the_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = ManualClock(wall=utc(2026, 1, 1))
-    schedule = Broken([utc(2026, 1, 1, 1), RuntimeError("calendar service down")])
+    down = RuntimeError("calendar service down")
+    schedule = Broken([utc(2026, 1, 1, 1), utc(2026, 1, 1, 2), down])
     with PriorityExecutor(max_workers=1, clock=clock) as executor:
-        series = executor.submit_recurring(print, interval=schedule)
+        series = executor.submit_recurring(print, "the run at 01:00", interval=schedule)
         clock.advance(3600)
+        # Asked for the slot after 02:00 once the 01:00 run is over, the schedule fails.
         with pytest.raises(RuntimeError, match="calendar service down"):
             series.result(timeout=10)
+        assert executor.stats().completed == 1
+        assert executor.waiting() == []
     assert "The schedule of recurring task print raised; its series ends" in caplog.text
 
 
