@@ -13,7 +13,7 @@ from pathlib import Path
 from benchmarks import plot, report
 from benchmarks.baseline import compared
 from benchmarks.config import FULL, QUICK
-from benchmarks.measures import MEASURES, perform_all, select
+from benchmarks.measures import MEASURES, groups, perform_all, select
 from benchmarks.profiling import profile_throughput
 
 HERE = Path(__file__).resolve().parent
@@ -37,7 +37,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         default=[],
         metavar="NAME[,NAME]",
-        help="run these measures only: " + ", ".join(f"{m.key} ({m.number})" for m in MEASURES),
+        help="run these measures only: "
+        + ", ".join(f"{m.key} ({m.number})" for m in MEASURES)
+        + "; or a group of them: "
+        + ", ".join(groups()),
     )
     parser.add_argument(
         "--json",

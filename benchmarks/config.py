@@ -32,6 +32,11 @@ class Sizes:
     retry_tasks: int
     reschedule_waiting: int
     reschedule_calls: int
+    calendar_series: int
+    calendar_idle_seconds: float
+    calendar_boundary_s: float
+    calendar_lead_s: float
+    calendar_boundary_repetitions: int
 
 
 FULL = Sizes(
@@ -58,6 +63,11 @@ FULL = Sizes(
     retry_tasks=10_000,
     reschedule_waiting=100_000,
     reschedule_calls=1_000,
+    calendar_series=10_000,
+    calendar_idle_seconds=10.0,
+    calendar_boundary_s=60.0,
+    calendar_lead_s=15.0,
+    calendar_boundary_repetitions=3,
 )
 
 QUICK = Sizes(
@@ -84,6 +94,11 @@ QUICK = Sizes(
     retry_tasks=1_000,
     reschedule_waiting=20_000,
     reschedule_calls=1_000,
+    calendar_series=2_000,
+    calendar_idle_seconds=2.0,
+    calendar_boundary_s=1.0,
+    calendar_lead_s=2.0,
+    calendar_boundary_repetitions=5,
 )
 
 SEED = 20_240_601

@@ -33,6 +33,7 @@ COLORS = {
     "PE resubmit": "tab:cyan",
     "PE submit": "tab:cyan",
     "PE unbounded": "tab:cyan",
+    "PE interval": "tab:cyan",
 }
 LOG_SCALE_SPREAD = 30
 """Use a log scale when the largest median exceeds the smallest this many times."""

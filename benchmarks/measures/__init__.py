@@ -1,4 +1,4 @@
-"""The eighteen measures, in the order they run and are reported.
+"""The twenty-one measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -17,6 +17,7 @@ from typing import Callable
 from benchmarks.config import Sizes
 from benchmarks.measures import (
     backpressure,
+    calendar,
     cancellation,
     cpu,
     head_of_line,
@@ -45,7 +46,11 @@ def whole(measurement: Measurement) -> Measurement:
 
 @dataclass(frozen=True)
 class Measure:
-    """A measure: its number and ``--only`` key, what it runs and how it is judged."""
+    """A measure: its number and ``--only`` key, what it runs and how it is judged.
+
+    ``group``: a second ``--only`` key, shared by the measures of one experiment whose
+    figures come in different units, so that one name runs them all.
+    """
 
     number: int
     key: str
@@ -53,6 +58,7 @@ class Measure:
     run: Run
     judge: Callable[[Measurement], list[Row]]
     view: Callable[[Measurement], Measurement] = whole
+    group: str = ""
 
 
 MEASURES = (
@@ -116,21 +122,54 @@ MEASURES = (
     Measure(
         18, "task-cost", "a task's cost, submit and worker apart", task_cost.run, task_cost.judge
     ),
+    Measure(
+        19,
+        "calendar-memory",
+        "memory per calendar series",
+        calendar.run_memory,
+        calendar.judge_memory,
+        group="calendar",
+    ),
+    Measure(
+        20,
+        "calendar-idle",
+        "idle CPU with calendar series waiting",
+        calendar.run_idle,
+        calendar.judge_idle,
+        group="calendar",
+    ),
+    Measure(
+        21,
+        "calendar-lateness",
+        "lateness, calendar series all due at once",
+        calendar.run_lateness,
+        calendar.judge_lateness,
+        group="calendar",
+    ),
 )
 
 
 def select(names: Sequence[str]) -> list[Measure]:
-    """The measures named by key or number, in run order; all of them for no names.
+    """The measures named by key, number or group, in run order; all of them for no names.
 
-    Raises ValueError for a name that is neither.
+    Raises ValueError for a name that is none of these.
     """
-    by_name = {name: m for m in MEASURES for name in (m.key, str(m.number))}
+    by_name: dict[str, list[Measure]] = {}
+    for m in MEASURES:
+        for name in (m.key, str(m.number), m.group):
+            if name:
+                by_name.setdefault(name, []).append(m)
     unknown = [name for name in names if name not in by_name]
     if unknown:
-        known = f"{', '.join(m.key for m in MEASURES)}, or 1-{len(MEASURES)}"
+        known = f"{', '.join(m.key for m in MEASURES)}, {', '.join(groups())}, or 1-{len(MEASURES)}"
         raise ValueError(f"unknown measure {', '.join(unknown)} (known: {known})")
-    wanted = {by_name[name].number for name in names}
+    wanted = {m.number for name in names for m in by_name[name]}
     return [m for m in MEASURES if not names or m.number in wanted]
+
+
+def groups() -> list[str]:
+    """The group keys, each once: ``calendar``."""
+    return list(dict.fromkeys(m.group for m in MEASURES if m.group))
 
 
 def perform_all(measures: Sequence[Measure], sizes: Sizes) -> list[tuple[Measure, Measurement]]:
