@@ -1,4 +1,4 @@
-"""The twenty-one measures, in the order they run and are reported.
+"""The twenty-four measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -123,7 +123,7 @@ MEASURES = (
         18, "task-cost", "a task's cost, submit and worker apart", task_cost.run, task_cost.judge
     ),
     Measure(
-        19,
+        22,
         "calendar-memory",
         "memory per calendar series",
         calendar.run_memory,
@@ -131,7 +131,7 @@ MEASURES = (
         group="calendar",
     ),
     Measure(
-        20,
+        23,
         "calendar-idle",
         "idle CPU with calendar series waiting",
         calendar.run_idle,
@@ -139,7 +139,7 @@ MEASURES = (
         group="calendar",
     ),
     Measure(
-        21,
+        24,
         "calendar-lateness",
         "lateness, calendar series all due at once",
         calendar.run_lateness,

@@ -1,4 +1,4 @@
-"""Measures 19-21 (``--only calendar``): 10,000 calendar series (2,000 in a quick run),
+"""Measures 22-24 (``--only calendar``): 10,000 calendar series (2,000 in a quick run),
 beside as many interval series and beside APScheduler 3 running the same cron jobs.
 
 Three contenders in each: PE with a ``Cron`` series each (a mix of expressions, one
@@ -6,14 +6,14 @@ Three contenders in each: PE with a ``Cron`` series each (a mix of expressions, 
 (``interval=60``), and APScheduler's ``BackgroundScheduler`` with a ``CronTrigger`` job
 per series, the same expressions in UTC.
 
-- Measure 19, memory: live bytes per waiting series, traced with tracemalloc as measure 6
+- Measure 22, memory: live bytes per waiting series, traced with tracemalloc as measure 6
   does; the series are due in an hour, so none runs while they are counted.
-- Measure 20, idle CPU: process CPU time while the series wait (first runs an hour away).
+- Measure 23, idle CPU: process CPU time while the series wait (first runs an hour away).
   A PE series that waits for a wall-clock time makes the promoter wake every
   ``WallTime.PERIOD`` (1 s) to look for a step of the system clock; an interval series
   waits on the monotonic clock alone, and APScheduler sleeps until its next job. The
   difference between PE's two series is what those wake-ups cost.
-- Measure 21, lateness: every series due at one boundary, on the wall clock; each run's
+- Measure 24, lateness: every series due at one boundary, on the wall clock; each run's
   first line reads ``time.time()``, minus the boundary is its lateness. A full run waits
   for a real minute boundary ("* * * * *"; up to a minute per repetition, so fewer
   repetitions); a ``--quick`` one for the next whole second, with a schedule object of
@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks.config import FAR_FUTURE, Sizes
 from benchmarks.results import PE, Measurement, Row, anchor_row, percentile
@@ -50,6 +50,9 @@ from benchmarks.runner import (
     live_bytes,
     tracing_memory,
 )
+
+if TYPE_CHECKING:
+    from priority_executor import Schedule as PESchedule
 
 UTC = timezone.utc
 EXPRESSIONS = ("* * * * *", "*/5 * * * *", "0 * * * *", "30 2 * * *", "0 9 * * MON-FRI")
@@ -75,7 +78,7 @@ THREADS_GONE = 5.0
 class Schedule(Protocol):
     """What a series runs on: a Cron expression, or the quick run's every second."""
 
-    def for_pe(self, index: int) -> object:
+    def for_pe(self, index: int) -> PESchedule:
         """The ``interval=`` of PE's series ``index``."""
         ...
 
@@ -90,7 +93,7 @@ class CronMix:
 
     expressions: Sequence[str]
 
-    def for_pe(self, index: int) -> object:
+    def for_pe(self, index: int) -> PESchedule:
         from priority_executor import Cron
 
         return Cron(self.expressions[index % len(self.expressions)], tz="UTC")
@@ -123,7 +126,7 @@ class EverySecond:
 class OnTheSecond:
     """Every series on the second: the quick run's boundary."""
 
-    def for_pe(self, index: int) -> object:
+    def for_pe(self, index: int) -> PESchedule:
         return EverySecond()
 
     def for_apscheduler(self, index: int, start: datetime) -> Any:
@@ -163,8 +166,7 @@ class PESeries:
         else:
             run_at = datetime.fromtimestamp(first - PIN, UTC)  # the first slot after it
             for index in range(count):
-                # The annotation of interval= lists seconds only, not schedules.
-                submit(fn, index, interval=schedule.for_pe(index), run_at=run_at)  # type: ignore[arg-type]
+                submit(fn, index, interval=schedule.for_pe(index), run_at=run_at)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -234,7 +236,7 @@ def ignore(index: int) -> None:
     """A run that does nothing (its series is never due while it is measured)."""
 
 
-# -- measure 19: memory ------------------------------------------------------------------
+# -- measure 22: memory ------------------------------------------------------------------
 
 MEMORY = "per series"
 
@@ -278,7 +280,7 @@ def mix_note() -> str:
     return " / ".join(f'"{expression}"' for expression in EXPRESSIONS)
 
 
-# -- measure 20: idle CPU ----------------------------------------------------------------
+# -- measure 23: idle CPU ----------------------------------------------------------------
 
 IDLE = "idle"
 
@@ -294,7 +296,7 @@ def run_idle(sizes: Sizes, progress: Progress) -> Measurement:
     samples, notes = interleave(trials, sizes.repetitions, progress)
     notes.insert(
         0,
-        f"{count:,} series each (as in measure 19), first due in {FAR_FUTURE:g} s; "
+        f"{count:,} series each (as in measure 22), first due in {FAR_FUTURE:g} s; "
         f"{seconds:g} s idle, CPU time of the whole process scaled to {IDLE_PER:g} s",
     )
     medians = Measurement("", samples).medians(IDLE)
@@ -333,7 +335,7 @@ def wall_period() -> float:
     return WallTime.PERIOD
 
 
-# -- measure 21: lateness at the boundary ------------------------------------------------
+# -- measure 24: lateness at the boundary ------------------------------------------------
 
 PERCENTILES = ("p50", "p99", "max")
 EARLY = "early"
