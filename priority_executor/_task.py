@@ -341,8 +341,9 @@ class Holder(Protocol):
     def held_back(self, now: float) -> int:
         """How many of its ready tasks cannot start now (see ``_lanes.LaneState``)."""
 
-    def holding(self, now: float) -> tuple[HeldBy, float] | None:
-        """Which of its limits holds its throttled tasks back, and until when."""
+    def holding(self, now: float) -> tuple[Any, HeldBy, float] | None:
+        """Which limit of which lane (its own, or one it sits in) holds its throttled
+        tasks back, and until when."""
 
 
 class Lane(Bounded, Protocol):

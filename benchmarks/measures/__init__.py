@@ -1,4 +1,4 @@
-"""The eighteen measures, in the order they run and are reported.
+"""The twenty-one measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -19,6 +19,7 @@ from benchmarks.measures import (
     backpressure,
     cancellation,
     cpu,
+    fair_share,
     head_of_line,
     idle,
     lane_rate,
@@ -115,6 +116,27 @@ MEASURES = (
     ),
     Measure(
         18, "task-cost", "a task's cost, submit and worker apart", task_cost.run, task_cost.judge
+    ),
+    Measure(
+        19,
+        "fair-throughput",
+        "no-op throughput in 1,000 weighted lanes",
+        fair_share.run_throughput,
+        fair_share.judge_throughput,
+    ),
+    Measure(
+        20,
+        "fair-share",
+        "start shares of saturated lanes, weights 1-4",
+        fair_share.run_share,
+        fair_share.judge_share,
+    ),
+    Measure(
+        21,
+        "first-start",
+        "first start of a lane behind another's backlog",
+        fair_share.run_first_start,
+        fair_share.judge_first_start,
     ),
 )
 
