@@ -11,10 +11,10 @@ policy within a share.
 
 The choice is made as a worker takes a task, not as a task is queued: a weight changed acts
 on the next start, and a share that becomes backlogged joins at the smallest pass of those
-that are, less one of its own steps (no credit for the time it was idle, no debt): its
-first task starts next, however many tasks the others hold. Each start costs O(log shares):
-a share is placed in two heaps, by ``(rank, pass)`` and by pass; an entry whose share moved
-since is stale, and skipped where it surfaces.
+that are (the pass of the latest start of its rank), less one of its own steps: no credit
+for the time it was idle, no debt, and its first task starts next, however many tasks the
+others hold. Each start costs O(log shares): a share is placed in a heap by ``(rank,
+pass)``; an entry whose share moved since is stale, and skipped where it surfaces.
 """
 
 from __future__ import annotations
@@ -32,33 +32,33 @@ if TYPE_CHECKING:
 class Share:
     """The due tasks of one lane, or of the tasks without one, and how much it was served."""
 
-    __slots__ = ("entries", "pass_", "placed", "weight")
+    __slots__ = ("entries", "pass_", "placed", "step", "weight")
 
     def __init__(self, weight: float) -> None:
         self.entries: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
         self.weight = weight
+        self.step = 1.0 / weight  # what a start adds to its pass
         self.pass_ = 0.0
         self.placed = -1  # the stamp of its live entries in Fair's heaps; -1: not backlogged
-
-
-def rank(entry: tuple[Any, ...]) -> Any:
-    """The part of a task's key that fair share never overrides: the policy key's first
-    item (``-priority`` for ``PriorityFirst``); a key with none (``Fifo``) ranks all alike."""
-    return entry[0] if len(entry) > 2 else 0
 
 
 class Fair:
     """The ready tasks, in shares: ``push`` as the ready heap's push, ``pop`` the next task
     to take, then ``took`` once it is claimed (or nothing, if its lane throttled it)."""
 
-    __slots__ = ("_stamp", "by_pass", "order", "root", "serving", "size", "vtime")
+    __slots__ = ("_stamp", "order", "ranked", "root", "serving", "size", "vtime", "vtimes")
 
-    def __init__(self) -> None:
+    def __init__(self, ranked: bool) -> None:
+        # A task's rank is the part of its key that fair share never overrides: the policy
+        # key's first item (-priority for PriorityFirst); without one (Fifo), all rank alike.
+        self.ranked = ranked
         self.root = Share(1.0)  # the tasks without a lane: one share, of weight 1
         self.order: list[tuple[Any, ...]] = []  # (rank, pass, stamp, share)
-        self.by_pass: list[tuple[Any, ...]] = []  # (pass, stamp, share): the backlogged ones
         self._stamp = itertools.count().__next__
-        self.vtime = 0.0  # the smallest pass of a backlogged share, as last seen
+        # Virtual time: the pass at which the latest task started, of any rank and of each
+        # rank (the smallest pass of that rank's backlogged shares, then).
+        self.vtime = 0.0
+        self.vtimes: dict[Any, float] = {}
         # The share whose task pop() returned, out of the heaps until took() (or the next
         # pop(), if its lane throttled the task) places it again.
         self.serving: Share | None = None
@@ -77,24 +77,32 @@ class Fair:
             lane.share = share = Share(lane.weight or 1.0)  # type: ignore[attr-defined]
         return share
 
+    def rank(self, entry: tuple[Any, ...]) -> Any:
+        return entry[0] if self.ranked else 0
+
     def push(self, entry: tuple[Any, ...]) -> None:
-        share = self.share_of(entry[-1])
+        ext = entry[-1].ext
+        lane = None if ext is None else ext.lane
+        share = self.root if lane is None else (lane.share or self.share_of(entry[-1]))
         entries = share.entries
         heappush(entries, entry)
         self.size += 1
         if entries[0] is entry and share is not self.serving:
             if share.placed < 0:
-                # Backlogged again: as if its last task had started with the least served
-                # share's, whatever it was owed: its next task starts next, then it is level.
-                share.pass_ = max(share.pass_, self._vtime() - 1.0 / share.weight)
+                # Backlogged again: as if its last task had started just before the latest
+                # of its rank, whatever it was owed: its next task starts next, then it is
+                # level with the others.
+                vtime = self.vtimes.get(self.rank(entry), self.vtime)
+                share.pass_ = max(share.pass_, vtime - share.step)
             self._place(share)
 
     def pop(self) -> tuple[Any, ...] | None:
         """The entry of the next task to take, out of its share; None if none is live."""
-        self._settle()
+        if self.serving is not None:
+            self._settle()  # its task was throttled
         order = self.order
         while order:
-            first, _, stamp, share = heappop(order)
+            first, pass_, stamp, share = heappop(order)
             if share.placed != stamp:
                 continue  # moved since
             entries = share.entries
@@ -104,11 +112,16 @@ class Fair:
             if not entries:
                 share.placed = -1
                 continue
-            if rank(entries[0]) != first:
+            if self.rank(entries[0]) != first:
                 self._place(share)  # its best went: the others rank below
                 continue
             self.size -= 1
             self.serving = share
+            self.vtime = pass_
+            vtimes = self.vtimes
+            if len(vtimes) > 64:
+                vtimes.clear()  # ranks that are seldom equal (a deadline, aged priority)
+            vtimes[first] = pass_
             entry: tuple[Any, ...] = heappop(entries)
             return entry
         return None
@@ -118,16 +131,17 @@ class Fair:
         share = self.serving
         if share is not None:
             if started:
-                share.pass_ += 1.0 / share.weight
+                share.pass_ += share.step
             self._settle()
 
     def reweigh(self, share: Share, weight: float) -> None:
         """A lane's weight changed: it acts on its next start. What the share is owed or
         owes (its pass beyond the least served) is scaled to the new weight."""
-        vtime = self._vtime()
+        vtime = self.vtime
         if share.placed >= 0 and share.pass_ > vtime:
             share.pass_ = vtime + (share.pass_ - vtime) * share.weight / weight
         share.weight = weight
+        share.step = 1.0 / weight
         if share.placed >= 0 and share is not self.serving:
             self._place(share)
 
@@ -143,21 +157,8 @@ class Fair:
     def _place(self, share: Share) -> None:
         stamp = self._stamp()
         share.placed = stamp
-        heappush(self.order, (rank(share.entries[0]), share.pass_, stamp, share))
-        by_pass = self.by_pass
-        heappush(by_pass, (share.pass_, stamp, share))
-        # A share's older places surface first (its pass only grows): dropped there, they
-        # keep the heap as small as the backlogged shares.
-        while by_pass[0][2].placed != by_pass[0][1]:
-            heappop(by_pass)
-
-    def _vtime(self) -> float:
-        by_pass = self.by_pass
-        while by_pass and by_pass[0][2].placed != by_pass[0][1]:
-            heappop(by_pass)
-        if by_pass:
-            self.vtime = max(self.vtime, by_pass[0][0])
-        return self.vtime
+        first = share.entries[0][0] if self.ranked else 0
+        heappush(self.order, (first, share.pass_, stamp, share))
 
     def shares(self) -> list[Share]:
         """The shares that hold entries."""
@@ -190,17 +191,17 @@ class Fair:
         for entry in live:
             share = self.share_of(entry[-1])
             by_share.setdefault(id(share), (share, []))[1].append(entry)
-        vtime = self._vtime()
         heap = []
         for key, (share, entries) in by_share.items():
             entries.sort(reverse=True)  # popped from the end, best first
-            start = share.pass_ if share.placed >= 0 else max(share.pass_, vtime)
-            heap.append((rank(entries[-1]), start, key, share, entries))
+            vtime = self.vtimes.get(self.rank(entries[-1]), self.vtime)
+            start = share.pass_ if share.placed >= 0 else max(share.pass_, vtime - share.step)
+            heap.append((self.rank(entries[-1]), start, key, share, entries))
         heapify(heap)
         ordered = []
         while heap:
             _, pass_, key, share, entries = heappop(heap)
             ordered.append(entries.pop())
             if entries:
-                heappush(heap, (rank(entries[-1]), pass_ + 1.0 / share.weight, key, share, entries))
+                heappush(heap, (self.rank(entries[-1]), pass_ + share.step, key, share, entries))
         return ordered

@@ -51,7 +51,7 @@ from . import _effects, _threads
 from ._effects import Effects
 from ._fair import Fair
 from ._gate import Gate, admit
-from ._policies import Policy, key_function
+from ._policies import Fifo, Policy, key_function
 from ._promoter import Promoter
 from ._task import (
     CANCELLED,
@@ -84,6 +84,7 @@ class Scheduler:
         self, clock: Clock, policy: Policy, workers: WorkerPool, gate: Gate | None
     ) -> None:
         self._key = key_function(policy)
+        self._ranked = type(policy) is not Fifo  # see _fair.Fair.ranked
         self.clock = clock
         self.now = clock.now
         self.wall = clock.wall
@@ -341,7 +342,7 @@ class Scheduler:
         """A lane has a weight: from now on the ready tasks wait in shares (see _fair), the
         ones already ready too. Under the lock."""
         if self.fair is None:
-            self.fair = fair = Fair()
+            self.fair = fair = Fair(self._ranked)
             for entry in (*self.in_order, *self.ready):
                 if entry[-1].state == READY:
                     fair.push(entry)
@@ -912,7 +913,7 @@ class Scheduler:
         self.in_order = deque()
         self.ready = []
         if self.fair is not None:
-            self.fair = Fair()
+            self.fair = Fair(self._ranked)
         self.timers = []
         self.series = set()
         self.holders = set()

@@ -1,9 +1,10 @@
 """Measures 19-21: fair share between weighted lanes.
 
 19: no-op throughput with the tasks spread over 1,000 lanes with weights (1 to 4), against
-plain submits to the same executor in the same loop (and ``ThreadPoolExecutor``'s plain
-submits, for reference). Once a lane has a weight, every start goes through the shares
-(see priority_executor/_fair.py): this is what that costs.
+plain submits to the same executor in the same loop; beside it the same 1,000 lanes without
+weights (what lanes cost before fair share), and ``ThreadPoolExecutor``'s plain submits.
+Once a lane has a weight, every start goes through the shares (see
+priority_executor/_fair.py): the gap between the two lane figures is what that costs.
 
 20: how closely the starts follow the weights under saturation. Four lanes of weights 1, 2,
 3 and 4 each queue the same number of no-ops while every worker is held; then the workers
@@ -36,6 +37,7 @@ WORKERS = 4
 LANES = 1_000
 MIN_RATIO = 0.8
 PLAIN = "PE plain"
+UNWEIGHTED = "PE lanes without weights"
 WEIGHTS = (1, 2, 3, 4)
 MAX_ERROR = 2.0  # percentage points
 SHARE = "share error"
@@ -51,13 +53,15 @@ def run_throughput(sizes: Sizes, progress: Progress) -> Measurement:
         Trial(
             PE, f"PE, {LANES} weighted lanes", partial(throughput, PRIORITY_EXECUTOR, tasks, True)
         ),
-        Trial(PLAIN, PLAIN, partial(throughput, PRIORITY_EXECUTOR, tasks, False)),
-        Trial(TPE, TPE, partial(throughput, THREAD_POOL, tasks, False)),
+        Trial(PLAIN, PLAIN, partial(throughput, PRIORITY_EXECUTOR, tasks, None)),
+        Trial(UNWEIGHTED, UNWEIGHTED, partial(throughput, PRIORITY_EXECUTOR, tasks, False)),
+        Trial(TPE, TPE, partial(throughput, THREAD_POOL, tasks, None)),
     ]
     samples, notes = interleave(trials, sizes.repetitions, progress)
     note = (
         f"{tasks:,} no-op tasks per run, {WORKERS} workers, task i in lane w{{i % {LANES}}} "
-        f"of weight 1 + i % 4; the others submit plainly in the same loop"
+        f"of weight 1 + i % 4 (without a weight for {UNWEIGHTED}); the others submit "
+        "plainly in the same loop"
     )
     return Measurement("tasks/s", samples, [note, *notes], {"tasks": tasks, "lanes": LANES})
 
@@ -76,11 +80,13 @@ def judge_throughput(measurement: Measurement) -> list[Row]:
     ]
 
 
-def throughput(pool: Pool, tasks: int, weighted: bool) -> dict[str, float]:
+def throughput(pool: Pool, tasks: int, weighted: bool | None) -> dict[str, float]:
+    """Tasks/s in LANES lanes, with weights or not, or (None) submitted plainly."""
     with running(pool, WORKERS) as executor:
-        if weighted:
+        if weighted is not None:
             submits: list[Submit] = [
-                lane(executor, f"w{i}", weight=1 + i % 4).submit for i in range(LANES)
+                lane(executor, f"w{i}", **({"weight": 1 + i % 4} if weighted else {})).submit
+                for i in range(LANES)
             ]
         else:
             submits = [executor.submit] * LANES  # the same loop, so that it costs the same
