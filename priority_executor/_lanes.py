@@ -140,8 +140,10 @@ class LaneState:
         # Lanes inside this one whose throttled tasks wait for its room (see release()).
         self.waiters: set[LaneState] | None = None
         self.running = 0  # its runs, and those of the lanes inside it
-        # A limit in time (a window or a cooldown), which may need a timer.
-        self.timed = bool(rates) or cooldown is not None
+        # A limit in time (a window or a cooldown), its own or an enclosing lane's, which
+        # may need a timer: the promoter starts with the first task of a timed lane (see
+        # Scheduler.add), or when configure() gives a lane such a limit.
+        self.timed = bool(rates) or cooldown is not None or (parent is not None and parent.timed)
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
         # Throttled tasks given the room back, until a worker takes them (see room()); of
@@ -777,7 +779,7 @@ def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None
             )
         if "cooldown" in changes:
             lane.cooldown = changes["cooldown"]
-        lane.timed = bool(lane.windows) or lane.cooldown is not None
+        lane.timed = lane.timed or bool(lane.windows) or lane.cooldown is not None
         if "weight" in changes:
             lane.weight = weight = changes["weight"]
             if weight is not None:

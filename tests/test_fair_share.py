@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import time
 from collections import Counter
 from concurrent.futures import wait
 from typing import Any, Callable
@@ -269,6 +270,20 @@ def test_weights_of_lanes_inside_a_parent_are_flat_shares() -> None:
         go.set()
         wait(futures, timeout=TIMEOUT)
     assert Counter(starts.log[:200]) == {"a": 50, "b": 150}
+
+
+@pytest.mark.parametrize("configured", [False, True])
+def test_an_enclosing_lanes_window_passes_on_the_real_clock(configured: bool) -> None:
+    with PriorityExecutor(2) as ex:
+        api = ex.lane("api", **({} if configured else {"max_starts": 5, "per": 0.05}))
+        child = ex.lane("child", parent=api)
+        assert child.submit(int).result(timeout=TIMEOUT) == 0
+        if configured:
+            api.configure(max_starts=5, per=0.05)  # after the child's first task
+        started = time.monotonic()
+        futures = [child.submit(int) for _ in range(20)]
+        assert not wait(futures, timeout=TIMEOUT).not_done
+        assert time.monotonic() - started >= 0.15  # 20 starts at 5 per 50 ms: 3 windows
 
 
 # -- several rates --------------------------------------------------------------------------
