@@ -200,12 +200,14 @@ class LaneState:
         if self.max_running is not None and self.running >= self.max_running:
             return math.inf
         when = -math.inf if self.cooldown is None else self.last_end + self.cooldown
-        for window in self.windows:
-            starts = window.prune(now)
-            if len(starts) >= window.limit:
-                # Room again once the start this many from the newest leaves the window
-                # (more than ``limit`` are in it after the limit was lowered).
-                when = max(when, starts[len(starts) - window.limit] + window.per)
+        windows = self.windows
+        if windows:  # a test, not a loop over none: most lanes have no rate
+            for window in windows:
+                starts = window.prune(now)
+                if len(starts) >= window.limit:
+                    # Room again once the start this many from the newest leaves the window
+                    # (more than ``limit`` are in it after the limit was lowered).
+                    when = max(when, starts[len(starts) - window.limit] + window.per)
         return when
 
     def _startable(self, now: float) -> float:
@@ -215,8 +217,10 @@ class LaneState:
         room = math.inf
         if self.max_running is not None:
             room = self.max_running - self.running
-        for window in self.windows:
-            room = min(room, window.limit - len(window.starts))
+        windows = self.windows
+        if windows:
+            for window in windows:
+                room = min(room, window.limit - len(window.starts))
         return room
 
     def room(self, now: float) -> float:
