@@ -143,7 +143,9 @@ class LaneState:
         # A limit in time (a window or a cooldown), its own or an enclosing lane's, which
         # may need a timer: the promoter starts with the first task of a timed lane (see
         # Scheduler.add), or when configure() gives a lane such a limit.
-        self.timed = bool(rates) or cooldown is not None or (parent is not None and parent.timed)
+        self.timed: bool = (
+            bool(rates) or cooldown is not None or (parent is not None and parent.timed)
+        )
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
         # Throttled tasks given the room back, until a worker takes them (see room()); of
