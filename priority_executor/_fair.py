@@ -72,9 +72,9 @@ class Fair:
         lane = None if ext is None else ext.lane
         if lane is None:
             return self.root
-        share: Share | None = lane.share  # type: ignore[attr-defined]
+        share: Share | None = lane.share
         if share is None:
-            lane.share = share = Share(lane.weight or 1.0)  # type: ignore[attr-defined]
+            lane.share = share = Share(lane.weight or 1.0)
         return share
 
     def rank(self, entry: tuple[Any, ...]) -> Any:
@@ -188,17 +188,17 @@ class Fair:
         """``live`` entries in the order the workers would take them, were none throttled
         (see ``_control.waiting``)."""
         by_share: dict[int, tuple[Share, list[tuple[Any, ...]]]] = {}
+        heap: list[tuple[Any, float, int, Share, list[tuple[Any, ...]]]] = []
         for entry in live:
             share = self.share_of(entry[-1])
             by_share.setdefault(id(share), (share, []))[1].append(entry)
-        heap = []
         for key, (share, entries) in by_share.items():
             entries.sort(reverse=True)  # popped from the end, best first
             vtime = self.vtimes.get(self.rank(entries[-1]), self.vtime)
             start = share.pass_ if share.placed >= 0 else max(share.pass_, vtime - share.step)
             heap.append((self.rank(entries[-1]), start, key, share, entries))
         heapify(heap)
-        ordered = []
+        ordered: list[tuple[Any, ...]] = []
         while heap:
             _, pass_, key, share, entries = heappop(heap)
             ordered.append(entries.pop())

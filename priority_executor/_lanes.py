@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from . import _threads
 from ._arguments import check_int, check_priority, seconds
@@ -732,7 +732,7 @@ def check_rates(max_starts: object, per: object, rates: object) -> tuple[tuple[i
     if rates is not None and (max_starts is not None or per is not None):
         raise ValueError("give a lane's rates as max_starts and per, or as rates: not both")
     if max_starts is not None:
-        return ((max_starts, window),)  # type: ignore[return-value]  # an int: checked
+        return ((cast(int, max_starts), window),)  # an int: checked
     if per is not None:
         # Alone, a window limits nothing: the caller surely meant a rate.
         raise ValueError(f"per={per!r} is the window of max_starts: give max_starts too")
@@ -740,14 +740,14 @@ def check_rates(max_starts: object, per: object, rates: object) -> tuple[tuple[i
         return ()
     if not isinstance(rates, (list, tuple)):
         raise TypeError(f"rates must be a list of (max_starts, per) pairs, not {rates!r}")
-    checked = []
-    for rate in rates:
-        if not isinstance(rate, (list, tuple)) or len(rate) != 2:
+    checked: list[tuple[int, float]] = []
+    for rate in cast("Sequence[object]", rates):
+        if not isinstance(rate, (list, tuple)) or len(cast("Sequence[object]", rate)) != 2:
             raise TypeError(f"rates must be a list of (max_starts, per) pairs, not {rates!r}")
-        limit, span = rate
+        limit, span = cast("tuple[object, object]", rate)
         if check_int("rates", limit) < 1:
             raise ValueError(f"rates: each max_starts must be at least 1, not {limit}")
-        checked.append((limit, seconds("rates", span, positive=True)))
+        checked.append((cast(int, limit), seconds("rates", span, positive=True)))
     return tuple(checked)
 
 
@@ -762,7 +762,12 @@ def check_weight(weight: object) -> float | None:
 
 
 # What configure() leaves as it was.
-KEEP: Any = type("Keep", (), {"__repr__": lambda self: "KEEP"})()
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
 
 
 def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None:
@@ -778,7 +783,9 @@ def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None
             now = core.now()
             # Every start within the longest window so far, oldest first: a new window
             # counts those of them within it (and no older one, which it never kept).
-            history = max(lane.windows, key=lambda w: w.per).starts if lane.windows else deque()
+            history: deque[float] = deque()
+            if lane.windows:
+                history = max(lane.windows, key=lambda window: window.per).starts
             lane.windows = tuple(
                 Window(limit, per, deque(s for s in history if s + per > now))
                 for limit, per in changes["rates"]
@@ -983,11 +990,11 @@ class Lane(Executor):
     def __repr__(self) -> str:
         state = self._state
         options = state.options()
-        rates = options.pop("rates")
-        if len(rates) > 1:  # type: ignore[arg-type]
+        rates = state.rates
+        del options["rates"], options["parent"]
+        if len(rates) > 1:
             del options["max_starts"]
             options["rates"] = rates
-        parent = options.pop("parent")
         limits = "".join(
             f" {option}={value!r}"
             for option, value in options.items()
@@ -995,8 +1002,8 @@ class Lane(Executor):
         )
         if state.priority:
             limits += f" priority={state.priority!r}"
-        if len(rates) == 1:  # type: ignore[arg-type]
+        if len(rates) == 1:
             limits += f" per={options['per']!r}"
-        if parent is not None:
-            limits += f" parent={parent.name!r}"  # type: ignore[attr-defined]
+        if state.parent is not None:
+            limits += f" parent={state.parent.name!r}"
         return f"<Lane {state.name!r}{limits}>"

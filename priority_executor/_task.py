@@ -352,6 +352,8 @@ class Lane(Bounded, Protocol):
 
     closed: bool  # by its shutdown: it takes no more tasks
     timed: bool  # it has limits in time, which need the promoter
+    weight: float | None  # its share of the workers (see _fair)
+    share: Any  # its due tasks once fair share is on: a _fair.Share, or None
     survive_failures: bool  # its series go on after a failed run
 
 
