@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 from helpers import TIMEOUT, wait_until
 
-from priority_executor import PriorityExecutor
+from priority_executor import Fifo, PriorityExecutor
 from priority_executor.testing import ManualClock
 
 
@@ -152,6 +152,18 @@ def test_within_a_share_the_policy_orders() -> None:
         go.set()
         wait(futures, timeout=TIMEOUT)
     assert starts.log == ["p2", "p1", "p0"]
+
+
+def test_under_fifo_every_task_ranks_alike_and_the_shares_decide() -> None:
+    starts = Starts()
+    with PriorityExecutor(1, clock=ManualClock(), policy=Fifo()) as ex:
+        a, b = ex.lane("a", weight=1), ex.lane("b", weight=2)
+        go = hold_workers(ex, 1)
+        futures = [a.submit(starts.job("a"), priority=9) for _ in range(30)]
+        futures += [b.submit(starts.job("b")) for _ in range(60)]
+        go.set()
+        wait(futures, timeout=TIMEOUT)
+    assert Counter(starts.log[:30]) == {"a": 10, "b": 20}
 
 
 def test_a_weight_changed_at_run_time_acts_on_the_next_start() -> None:
