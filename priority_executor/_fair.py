@@ -77,6 +77,16 @@ class Fair:
             lane.share = share = Share(lane.weight or 1.0)
         return share
 
+    def standing(self, lane: Any, entry: tuple[Any, ...], steps: int) -> tuple[Any, ...]:
+        """Where ``entry``, a throttled task of ``lane``, would stand were it given back,
+        after ``steps`` more starts of the lane: (rank, pass, entry)."""
+        share: Share = lane.share or self.share_of(entry[-1])
+        rank = self.rank(entry)
+        pass_ = share.pass_
+        if share.placed < 0 and share is not self.serving:  # as push() would place it
+            pass_ = max(pass_, self.vtimes.get(rank, self.vtime) - share.step)
+        return (rank, pass_ + steps * share.step, entry)
+
     def rank(self, entry: tuple[Any, ...]) -> Any:
         return entry[0] if self.ranked else 0
 

@@ -428,18 +428,71 @@ class LaneState:
         self.release(core, effects)
         self.track(core)
 
-    def release(self, core: Core, effects: Effects, *, worker_coming: bool = False) -> bool:
+    def release(
+        self,
+        core: Core,
+        effects: Effects,
+        *,
+        worker_coming: bool = False,
+        most: float = math.inf,
+        defer: bool = True,
+    ) -> bool:
         """Give the best throttled tasks back to the workers, as many as the limits let
-        start now; if a window or cooldown holds the others back, look again when it passes.
-        ``worker_coming``: the caller is a worker on its way to take a task, which takes the
-        first one given back; returns whether it is still free to take another.
+        start now (and at most ``most``); if a window or cooldown holds the others back,
+        look again when it passes. ``worker_coming``: the caller is a worker on its way to
+        take a task, which takes the first one given back; returns whether it is still free
+        to take another.
 
         Called wherever the lane's room may have changed: so that its throttled tasks never
         wait while it has room, and a look is planned whenever time alone gives it more.
-        The room is the least that it and the lanes it sits in have; where that is an
-        enclosing lane's, that lane lists this one among its ``waiters``, and gives the
-        room to them when it has some."""
+        The room is the least that it and the lanes it sits in have. Where that is an
+        enclosing lane's, the lane lists itself among that lane's ``waiters``, and (unless
+        not ``defer``, as when that lane asks) leaves it to that lane to share its room
+        between the lanes that wait for it."""
         throttled, now = self.throttled, core.now()
+        room, holder = self._least_room(now)
+        if throttled and holder is not self:
+            holder.wait_for_room(self)
+            if defer:
+                return holder.release(core, effects, worker_coming=worker_coming)
+        waiters = self.waiters
+        if waiters and room > 0 and defer:
+            worker_coming = self._share_room(waiters, now, core, effects, worker_coming)
+        else:
+            worker_coming = self._give(min(room, most), core, effects, worker_coming)
+            if throttled:
+                holder = self._least_room(now)[1]  # now that it took some
+                if holder is not self:
+                    holder.wait_for_room(self)
+                    holder.plan(now, core, effects)
+        if not throttled:
+            self.track(core)
+            if not waiters:
+                return worker_coming
+        self.plan(now, core, effects)
+        return worker_coming
+
+    def _give(self, room: float, core: Core, effects: Effects, worker_coming: bool) -> bool:
+        """Give up to ``room`` of its best throttled tasks back to the workers."""
+        throttled = self.throttled
+        while throttled and room > 0:
+            entry = heappop(throttled)
+            if entry[-1].state != THROTTLED:
+                continue  # claimed where it stood
+            core.give_back(entry, effects, worker_coming)
+            worker_coming = False  # it takes the first one; the others need workers of their own
+            room -= 1
+        return worker_coming
+
+    def wait_for_room(self, lane: LaneState) -> None:
+        """``lane``, inside this one, has throttled tasks that wait for this lane's room."""
+        if self.waiters is None:
+            self.waiters = set()
+        self.waiters.add(lane)
+
+    def _least_room(self, now: float) -> tuple[float, LaneState]:
+        """The least room of this lane and those it sits in, and whose it is (this lane's
+        on a tie)."""
         room, holder = self.room(now), self
         parent = self.parent
         while parent is not None:
@@ -447,32 +500,39 @@ class LaneState:
             if enclosing < room:
                 room, holder = enclosing, parent
             parent = parent.parent
-        while throttled and room > 0:
-            entry = heappop(throttled)
-            task = entry[-1]
-            if task.state != THROTTLED:
-                continue  # claimed where it stood
-            core.give_back(entry, effects, worker_coming)
-            worker_coming = False  # it takes the first one; the others need workers of their own
-            room -= 1
-        if throttled and holder is not self:
-            if holder.waiters is None:
-                holder.waiters = set()
-            holder.waiters.add(self)
-            holder.plan(now, core, effects)
-        waiters = self.waiters
-        if waiters and self.room(now) > 0:
-            # Lanes inside this one wait for its room: the best task first.
-            ahead = sorted((lane for lane in waiters if lane.throttled), key=_best)
-            waiters.clear()
-            for lane in ahead:
-                worker_coming = lane.release(core, effects, worker_coming=worker_coming)
-        if not throttled:
-            self.track(core)
-            if not waiters:
-                return worker_coming
-        self.plan(now, core, effects)
-        return worker_coming
+        return room, holder
+
+    def _share_room(
+        self, waiters: set[LaneState], now: float, core: Core, effects: Effects, coming: bool
+    ) -> bool:
+        """Share this lane's room between its own throttled tasks and the lanes inside it
+        that wait for it: one task at a time, each to the lane whose best task the workers
+        would take first (by priority, then fair share: see ``Core.standing``), as if each
+        task given started. A lane that still waits for this one's room lists itself again
+        (see release)."""
+        # A lane listed may have no throttled task left: given back by its own look, or
+        # claimed since.
+        lanes = [lane for lane in (*waiters, self) if lane.throttled]
+        ahead = [(core.standing(lane, 0), n, lane) for n, lane in enumerate(lanes)]
+        waiters.clear()
+        heapify(ahead)
+        given: dict[LaneState, int] = {}
+        while ahead and self._least_room(now)[0] > 0:
+            _, n, lane = heappop(ahead)
+            if lane is self:
+                coming = self._give(1, core, effects, coming)
+                more = bool(self.throttled)
+            else:
+                coming = lane.release(core, effects, worker_coming=coming, most=1, defer=False)
+                # It has more that wait for this lane's room (it listed itself before it
+                # gave one back: see release).
+                more = lane in waiters and bool(lane.throttled)
+                waiters.discard(lane)
+            if more:
+                given[lane] = steps = given.get(lane, 0) + 1
+                heappush(ahead, (core.standing(lane, steps), n, lane))
+        waiters.update(lane for _, _, lane in ahead if lane.throttled and lane is not self)
+        return coming
 
     def plan(self, now: float, core: Core, effects: Effects) -> None:
         """No room left for its tasks, or those of the lanes inside it: look again when time
@@ -532,10 +592,6 @@ class LaneState:
 
     def __repr__(self) -> str:
         return f"<LaneState {self.name!r} running={self.running}>"
-
-
-def _best(lane: LaneState) -> tuple[Any, ...]:
-    return lane.throttled[0]
 
 
 class LaneTimer(Alarm):

@@ -350,6 +350,10 @@ class Scheduler:
             self.in_order.clear()
             self.ready.clear()
 
+    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
+        entry: tuple[Any, ...] = lane.throttled[0]  # type: ignore[attr-defined]  # a LaneState's
+        return (entry,) if self.fair is None else self.fair.standing(lane, entry, steps)
+
     def holding(self, holder: Holder, holds: bool) -> None:
         """``holder`` (a lane) is busy now, or idle: its throttled tasks are waiting tasks
         (see waiting_tasks()), and its ready ones may be held back (see _control.stats)."""

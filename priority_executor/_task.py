@@ -329,6 +329,9 @@ class Core(Protocol):
         on the hot path of a lane's run end."""
 
     def count_posted(self, effects: Effects) -> None: ...
+    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
+        """Where the best throttled task of ``lane`` would stand among the ready ones were
+        it given back, after ``steps`` more of the lane's tasks started (see _fair)."""
 
 
 class Holder(Protocol):

@@ -114,6 +114,28 @@ def test_a_lane_that_becomes_busy_behind_a_backlog_of_100000_starts_next() -> No
         ex.shutdown(cancel_futures=True)
 
 
+def test_a_lane_busy_behind_a_backlog_that_its_parent_holds_back_starts_next() -> None:
+    """The enclosing lane is the bottleneck: its room goes to the lanes inside it in the
+    fair order, not to the oldest task."""
+    starts = Starts()
+    ex = PriorityExecutor(2, clock=ManualClock())
+    try:
+        api = ex.lane("api", max_running=1)
+        bulk = ex.lane("bulk", parent=api, weight=1)
+        newcomer = ex.lane("newcomer", parent=api)
+        bulk.submit(starts.job("bulk 0", hold=True))
+        starts.wait_for(1)
+        for _ in range(100_000):
+            bulk.submit(starts.log.append, "bulk")
+        first = newcomer.submit(starts.job("newcomer"))
+        no_ready(ex)  # all held back by api
+        starts.release("bulk 0")  # one task's time
+        assert first.result(timeout=TIMEOUT) == "newcomer"
+        assert starts.log.index("newcomer") == 1
+    finally:
+        ex.shutdown(cancel_futures=True)
+
+
 def test_tasks_without_a_lane_are_one_share_of_weight_1() -> None:
     starts = Starts()
     with PriorityExecutor(1, clock=ManualClock()) as ex:
