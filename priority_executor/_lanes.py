@@ -137,8 +137,9 @@ class LaneState:
         self.weight = weight
         self.share: Share | None = None  # its due tasks, once fair share is on
         self.parent = parent  # the lane it sits in: its limits hold this lane's tasks too
-        # Lanes inside this one whose throttled tasks wait for its room (see release()).
-        self.waiters: set[LaneState] | None = None
+        # Lanes inside this one whose throttled tasks wait for its room (see release()):
+        # weakly, as each holds this one (its parent), and its tasks hold it while they wait.
+        self.waiters: weakref.WeakSet[LaneState] | None = None
         self.running = 0  # its runs, and those of the lanes inside it
         # A limit in time (a window or a cooldown), its own or an enclosing lane's, which
         # may need a timer: the promoter starts with the first task of a timed lane (see
@@ -467,7 +468,9 @@ class LaneState:
                     holder.plan(now, core, effects)
         if not throttled:
             self.track(core)
-            if not waiters:
+            # Lanes listed that have nothing throttled left (claimed where they stood) need
+            # no look when time gives room.
+            if not (waiters and any(lane.throttled for lane in waiters)):
                 return worker_coming
         self.plan(now, core, effects)
         return worker_coming
@@ -487,7 +490,7 @@ class LaneState:
     def wait_for_room(self, lane: LaneState) -> None:
         """``lane``, inside this one, has throttled tasks that wait for this lane's room."""
         if self.waiters is None:
-            self.waiters = set()
+            self.waiters = weakref.WeakSet()
         self.waiters.add(lane)
 
     def _least_room(self, now: float) -> tuple[float, LaneState]:
@@ -503,7 +506,12 @@ class LaneState:
         return room, holder
 
     def _share_room(
-        self, waiters: set[LaneState], now: float, core: Core, effects: Effects, coming: bool
+        self,
+        waiters: weakref.WeakSet[LaneState],
+        now: float,
+        core: Core,
+        effects: Effects,
+        coming: bool,
     ) -> bool:
         """Share this lane's room between its own throttled tasks and the lanes inside it
         that wait for it: one task at a time, each to the lane whose best task the workers
@@ -606,6 +614,11 @@ class LaneTimer(Alarm):
 
     def live(self) -> bool:
         return self.lane.timer is self
+
+    def drop(self) -> None:
+        # The scheduler winds down: the lane holds it no more (each holds the other).
+        if self.lane.timer is self:
+            self.lane.timer = None
 
     def fire(self, core: Core, now: float, effects: Effects) -> None:
         lane = self.lane
