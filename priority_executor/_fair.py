@@ -39,7 +39,7 @@ class Share:
         self.weight = weight
         self.step = 1.0 / weight  # what a start adds to its pass
         self.pass_ = 0.0
-        self.placed = -1  # the stamp of its live entries in Fair's heaps; -1: not backlogged
+        self.placed = -1  # the stamp of its live entry in Fair's heap; -1: not backlogged
 
 
 class Fair:
@@ -55,11 +55,11 @@ class Fair:
         self.root = Share(1.0)  # the tasks without a lane: one share, of weight 1
         self.order: list[tuple[Any, ...]] = []  # (rank, pass, stamp, share)
         self._stamp = itertools.count().__next__
-        # Virtual time: the pass at which the latest task started, of any rank and of each
-        # rank (the smallest pass of that rank's backlogged shares, then).
+        # Virtual time: the pass of the share whose task was taken latest, of any rank and
+        # of each rank (the smallest pass of that rank's backlogged shares, then).
         self.vtime = 0.0
         self.vtimes: dict[Any, float] = {}
-        # The share whose task pop() returned, out of the heaps until took() (or the next
+        # The share whose task pop() returned, out of the heap until took() (or the next
         # pop(), if its lane throttled the task) places it again.
         self.serving: Share | None = None
         self.size = 0  # entries held, live or dead
