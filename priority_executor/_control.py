@@ -58,9 +58,10 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
         core.count_posted(effects)
         core.drain_intake(effects)
         # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
-        due = sorted(
-            e for e in (*core.in_order, *core.ready) if e[-1].state == READY and e[-2] == e[-1]._seq
-        )
+        fair = core.fair
+        listed = (*core.in_order, *core.ready) if fair is None else fair.entries()
+        due = [e for e in listed if e[-1].state == READY and e[-2] == e[-1]._seq]
+        due = sorted(due) if fair is None else fair.preview(due)
         ready: list[Task] = []
         throttled = [
             entry
@@ -94,7 +95,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
         pending.sort()
         # What holds each lane's throttled tasks back: each such lane has due tasks, so is
         # among the holders.
-        held: dict[object, tuple[HeldBy, float] | None] = {
+        held: dict[object, tuple[LaneState, HeldBy, float] | None] = {
             holder: holder.holding(now) for holder in core.holders
         }
         return [
@@ -115,7 +116,7 @@ def _waiting_task(
     task: Task,
     state: str,
     now: float,
-    held: dict[object, tuple[HeldBy, float] | None],
+    held: dict[object, tuple[LaneState, HeldBy, float] | None],
     wall_offset: float,
 ) -> WaitingTask:
     deadline = task.deadline
@@ -138,8 +139,9 @@ def _waiting_task(
         due_in=task._when - now,
         expires_in=None if deadline is None else deadline - now,
         lane=None if own is None else own.name,
-        held_by=None if holding is None else holding[0],
-        starts_in=None if holding is None or holding[1] == math.inf else holding[1] - now,
+        held_by=None if holding is None else holding[1],
+        starts_in=None if holding is None or holding[2] == math.inf else holding[2] - now,
+        held_in=None if holding is None else holding[0].name,
         runs_at=runs_at,
     )
 

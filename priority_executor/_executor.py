@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
 from datetime import datetime, timedelta
@@ -278,6 +279,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         survive_failures: bool = False,
         max_waiting: int | None = None,
         waiting_timeout: float | timedelta | None = None,
+        rates: Sequence[tuple[int, float | timedelta]] | None = None,
+        weight: float | None = None,
+        parent: Lane | None = None,
     ) -> Lane:
         """A lane: a kind of work with limits of its own, on this executor's workers.
 
@@ -289,10 +293,18 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         ``max_waiting``, ``waiting_timeout``: as the executor's, for the lane's own tasks;
         a submit to the lane needs room under both bounds, the lane's and the executor's
         (it waits for the lane's first, so a lane at its bound holds back no other lane).
+        ``rates``: ``(max_starts, per)`` pairs, every one a sliding window that holds (in
+        place of ``max_starts`` and ``per``). ``weight``: among due tasks of the same
+        priority, workers are shared between backlogged lanes in proportion to their
+        weights (a lane without one weighs 1, as the tasks without a lane do together).
+        ``parent``: a lane of this executor that this one sits in: a task starts only when
+        its lane and every enclosing lane allow it. ``lane.configure()`` changes limits
+        and weight at run time.
 
         A named lane is one per name: a later call returns the same lane, and options it
-        gives must equal the lane's. Made with options, it keeps them until its
-        ``shutdown()``, whether or not a reference to it is kept; made without, it is
+        gives must equal the lane's, as they are now (after any ``configure()``). Made
+        with options, it keeps them until its ``shutdown()``, whether or not a reference to
+        it is kept; made without, it is
         forgotten once idle and unreferenced. Raises ``RuntimeError`` after ``shutdown()``.
         """
         state = make_lane_state(
@@ -306,12 +318,19 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             survive_failures,
             max_waiting,
             waiting_timeout,
+            rates,
+            weight,
+            self._parent_state(parent),
         )
         self._check_priority(state.priority)
         self._scheduler.check_open()
         if name is None:
             return self._new_lane(state)
         given = state.options()
+        if rates is None:
+            # Made of max_starts and per, each compared on its own: per left out is no
+            # claim on the lane's.
+            given["rates"] = _LANE_DEFAULTS["rates"]
         with self._lanes_lock:
             live = self._lanes.get(name)
             if live is None or live.closed:
@@ -327,6 +346,15 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                     )
             facade = None if live.facade is None else live.facade()
             return self._lane_facade(live) if facade is None else facade
+
+    def _parent_state(self, parent: object) -> LaneState | None:
+        if parent is None:
+            return None
+        if not isinstance(parent, Lane) or parent._scheduler is not self._scheduler:
+            raise TypeError(f"parent must be a lane of this executor or None, not {parent!r}")
+        if parent.closed:
+            raise ValueError(f"parent {parent!r} is shut down")
+        return parent._state
 
     def lanes(self) -> dict[str, Lane]:
         """The named lanes, by name: every one made with options and not shut down, and
@@ -347,9 +375,16 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         if state.gate is not None:
             # Before anyone can use the lane: its first submit counts in its gate.
             self._scheduler.bound(state.gate)
+        if state.weight is not None:
+            self._scheduler.locked(lambda effects: self._scheduler.share_fairly())
         return self._lane_facade(state)
 
     def _lane_facade(self, state: LaneState) -> Lane:
+        parent = None
+        if state.parent is not None:
+            parent = None if state.parent.facade is None else state.parent.facade()
+            if parent is None:
+                parent = self._lane_facade(state.parent)
         return Lane(
             state,
             self._scheduler,
@@ -357,7 +392,20 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             self._schedule_recurring,
             self._forget_lane,
             functools.partial(_control.waiting, self._scheduler),
+            self._keep_lane,
+            parent,
         )
+
+    def _keep_lane(self, state: LaneState) -> None:
+        """A lane was configured: a named one given options keeps them (see lane())."""
+        with self._lanes_lock:
+            if (
+                state.name is not None
+                and not state.closed
+                and self._lanes.get(state.name) is state
+                and state.options() != _LANE_DEFAULTS
+            ):
+                self._kept[state.name] = state
 
     def _forget_lane(self, state: LaneState) -> None:
         """A lane was shut down: its name is free, its memory given back once it drains."""

@@ -21,10 +21,11 @@ import math
 import threading
 import weakref
 from collections import deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from . import _threads
 from ._arguments import check_int, check_priority, seconds
@@ -52,13 +53,34 @@ from ._waiting import HeldBy, WaitingTask
 if TYPE_CHECKING:
     from ._calendar import Schedule
     from ._effects import Effects
+    from ._fair import Share
     from ._retry import Retry
     from ._scheduler import Scheduler
 
 
+class Window:
+    """One rate of a lane: at most ``limit`` starts in any ``per`` seconds (sliding)."""
+
+    __slots__ = ("limit", "per", "starts")
+
+    def __init__(self, limit: int, per: float, starts: deque[float]) -> None:
+        self.limit = limit
+        self.per = per
+        self.starts = starts  # start times within the last ``per`` seconds, oldest first
+
+    def prune(self, now: float) -> deque[float]:
+        starts = self.starts
+        while starts and starts[0] + self.per <= now:
+            starts.popleft()
+        return starts
+
+
 class LaneState:
     """One lane as the scheduler sees it: its limits, how it uses them, and its throttled
-    tasks. Changed only under the scheduler's lock (but ``in_hand``: see LaneTally)."""
+    tasks. Changed only under the scheduler's lock (but ``in_hand``: see LaneTally).
+
+    A lane inside another (``parent``) counts its runs and starts in every enclosing lane
+    too: a task starts only when each allows it."""
 
     __slots__ = (
         "__weakref__",
@@ -73,19 +95,21 @@ class LaneState:
         "in_hand",
         "last_end",
         "max_running",
-        "max_starts",
         "name",
-        "per",
+        "parent",
         "priority",
         "retries",
         "retry",
         "running",
-        "starts",
+        "share",
         "survive_failures",
         "throttled",
         "timed",
         "timer",
         "tracked",
+        "waiters",
+        "weight",
+        "windows",
     )
 
     def __init__(
@@ -93,31 +117,41 @@ class LaneState:
         name: str | None,
         priority: int,
         max_running: int | None,
-        max_starts: int | None,
-        per: float,
+        rates: tuple[tuple[int, float], ...],
         cooldown: float | None,
         retry: Retry | None,
         survive_failures: bool,
         gate: Gate | None,
+        weight: float | None = None,
+        parent: LaneState | None = None,
     ) -> None:
         self.name = name
         self.priority = priority
         self.max_running = max_running
-        self.max_starts = max_starts
-        self.per = per
+        self.windows = tuple(Window(limit, per, deque()) for limit, per in rates)
         self.cooldown = cooldown
         self.retry = retry
         self.survive_failures = survive_failures  # its series go on after a failed run
         # Where its submits wait while max_waiting of its tasks wait (see _gate.admit).
         self.gate = gate
-        self.running = 0
-        # Start times within the last ``per`` seconds, oldest first.
-        self.starts: deque[float] | None = None if max_starts is None else deque()
-        # A limit in time (a window or a cooldown), which may need a timer.
-        self.timed = max_starts is not None or cooldown is not None
+        # Its share of the workers among backlogged lanes (see _fair); None: 1, unasked.
+        self.weight = weight
+        self.share: Share | None = None  # its due tasks, once fair share is on
+        self.parent = parent  # the lane it sits in: its limits hold this lane's tasks too
+        # Lanes inside this one whose throttled tasks wait for its room (see release()):
+        # weakly, as each holds this one (its parent), and its tasks hold it while they wait.
+        self.waiters: weakref.WeakSet[LaneState] | None = None
+        self.running = 0  # its runs, and those of the lanes inside it
+        # A limit in time (a window or a cooldown), its own or an enclosing lane's, which
+        # may need a timer: the promoter starts with the first task of a timed lane (see
+        # Scheduler.add), or when configure() gives a lane such a limit.
+        self.timed: bool = (
+            bool(rates) or cooldown is not None or (parent is not None and parent.timed)
+        )
         self.last_end = -math.inf
         self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
-        # Throttled tasks given the room back, until a worker takes them (see room()).
+        # Throttled tasks given the room back, until a worker takes them (see room()); of
+        # the lanes inside it too, as they hold its room as well.
         self.given: set[Task] = set()
         self.timer: LaneTimer | None = None  # the live one, if any
         # Listed among the scheduler's holders: while it has due tasks (see track()).
@@ -133,45 +167,64 @@ class LaneState:
         self.in_hand: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
 
+    @property
+    def rates(self) -> tuple[tuple[int, float], ...]:
+        return tuple((window.limit, window.per) for window in self.windows)
+
     def options(self) -> dict[str, object]:
+        rates = self.rates
         return {
             "priority": self.priority,
             "max_running": self.max_running,
-            "max_starts": self.max_starts,
-            "per": self.per,
+            "max_starts": rates[0][0] if rates else None,
+            "per": rates[0][1] if rates else 1.0,
+            "rates": rates,
             "cooldown": self.cooldown,
+            "weight": self.weight,
+            "parent": self.parent,
             "retry": self.retry,
             "survive_failures": self.survive_failures,
             "max_waiting": None if self.gate is None else self.gate.limit,
             "waiting_timeout": None if self.gate is None else self.gate.timeout,
         }
 
+    def chain(self) -> Iterator[LaneState]:
+        """This lane, then each lane it sits in."""
+        lane: LaneState | None = self
+        while lane is not None:
+            yield lane
+            lane = lane.parent
+
     # -- the limits: may a task start now, and if not, when? ---------------------------------
 
     def blocked_until(self, now: float) -> float:
-        """When the next task may start: at or before ``now`` if it may now; ``math.inf``
-        while ``max_running`` tasks run (one ending is what lets the next start)."""
+        """When the next task may start, by this lane's own limits: at or before ``now`` if
+        it may now; ``math.inf`` while ``max_running`` tasks run (one ending is what lets
+        the next start)."""
         if self.max_running is not None and self.running >= self.max_running:
             return math.inf
         when = -math.inf if self.cooldown is None else self.last_end + self.cooldown
-        starts = self.starts
-        if starts is not None:
-            # A sliding window: a start at s is in the window until s + per.
-            while starts and starts[0] + self.per <= now:
-                starts.popleft()
-            if len(starts) >= self.max_starts:  # type: ignore[operator]
-                when = max(when, starts[0] + self.per)
+        windows = self.windows
+        if windows:  # a test, not a loop over none: most lanes have no rate
+            for window in windows:
+                starts = window.prune(now)
+                if len(starts) >= window.limit:
+                    # Room again once the start this many from the newest leaves the window
+                    # (more than ``limit`` are in it after the limit was lowered).
+                    when = max(when, starts[len(starts) - window.limit] + window.per)
         return when
 
     def _startable(self, now: float) -> float:
-        """How many more of its tasks every limit lets start now."""
+        """How many more of its tasks its own limits let start now."""
         if self.blocked_until(now) > now:
             return 0
         room = math.inf
         if self.max_running is not None:
             room = self.max_running - self.running
-        if self.starts is not None:
-            room = min(room, self.max_starts - len(self.starts))  # type: ignore[operator]
+        windows = self.windows
+        if windows:
+            for window in windows:
+                room = min(room, window.limit - len(window.starts))
         return room
 
     def room(self, now: float) -> float:
@@ -182,31 +235,40 @@ class LaneState:
         return self._startable(now) - len(self.given)
 
     def held_back(self, now: float) -> int:
-        """How many of its ready tasks cannot start now, its limits being reached: they
-        count as throttled (see ``Scheduler.stats``), though they stay in the ready heap
-        until a worker comes to throttle them (see ``start``)."""
-        ready, startable = self.counts[READY], self._startable(now)
+        """How many of its ready tasks cannot start now, its limits (or an enclosing
+        lane's) being reached: they count as throttled (see ``Scheduler.stats``), though
+        they stay in the ready heap until a worker comes to throttle them (see ``start``).
+        An enclosing lane's room is counted whole for each lane inside it."""
+        startable = min(lane._startable(now) for lane in self.chain())
+        ready = self.counts[READY]
         return 0 if startable >= ready else ready - max(0, int(startable))
 
-    def holding(self, now: float) -> tuple[HeldBy, float] | None:
-        """Which limit holds back its throttled tasks (and its ready ones beyond its room:
-        see ``held_back``) at ``now``, and when it lets the next one start: ``math.inf``
-        for ``max_running``, which a run's end lifts. Its ready tasks that may start now
-        count as started: they start before these. None if no limit holds them: the lane
-        is about to give them its room."""
+    def holding(self, now: float) -> tuple[LaneState, HeldBy, float] | None:
+        """Which limit of which lane (this one, or one it sits in) holds back its throttled
+        tasks (and its ready ones beyond its room: see ``held_back``) at ``now``, and when
+        it lets the next one start: ``math.inf`` for ``max_running``, which a run's end
+        lifts. None if no limit holds them: the lane is about to give them its room."""
+        for lane in self.chain():
+            held = lane._holding(now)
+            if held is not None:
+                return (lane, *held)
+        return None
+
+    def _holding(self, now: float) -> tuple[HeldBy, float] | None:
+        # Its ready tasks that may start now count as started: they start before these.
         ahead = self.counts[READY] - self.held_back(now)  # forgets the starts out of the window
         if self.max_running is not None and self.running + ahead >= self.max_running:
             return "max_running", math.inf
         held: tuple[HeldBy, float] | None = None
         if self.cooldown is not None and self.last_end + self.cooldown > now:
             held = "cooldown", self.last_end + self.cooldown
-        starts, limit = self.starts, self.max_starts
-        if starts is not None and limit is not None:
+        for window in self.windows:
+            starts = window.starts
             # The window is full once the tasks ahead start too, about now: it has room
             # again when the start this many places from its oldest leaves it.
-            over = len(starts) + ahead - limit
+            over = len(starts) + ahead - window.limit
             if over >= 0:
-                leaves = (starts[over] if over < len(starts) else now) + self.per
+                leaves = (starts[over] if over < len(starts) else now) + window.per
                 if held is None or leaves > held[1]:
                     held = "max_starts", leaves
         return held
@@ -217,15 +279,22 @@ class LaneState:
         when = self.blocked_until(now)
         if when > now:
             return when
-        # Not blocked: the window gives more room as its oldest start leaves it, unless
-        # max_running leaves less room than the window does.
-        starts = self.starts
-        if starts and (
-            self.max_running is None
-            or self.max_running - self.running > self.max_starts - len(starts)  # type: ignore[operator]
-        ):
-            return starts[0] + self.per
-        return math.inf
+        # Not blocked: a window gives more room as its oldest start leaves it, unless
+        # max_running, or a window with no start to lose, leaves less room than it does.
+        windows = self.windows
+        if not windows:
+            return math.inf
+        room = min(window.limit - len(window.starts) for window in windows)
+        if self.max_running is not None and self.max_running - self.running <= room:
+            return math.inf
+        when = -math.inf
+        for window in windows:
+            starts = window.starts
+            if window.limit - len(starts) == room:  # one that leaves the least room
+                if not starts:
+                    return math.inf
+                when = max(when, starts[0] + window.per)
+        return when
 
     # -- the hooks of its tasks (see _extension), under the scheduler's lock -----------------
 
@@ -233,14 +302,22 @@ class LaneState:
         """A worker took a ready task of the lane: STARTED if the lane lets it start now;
         else THROTTLED, the task held in the lane, so that it holds back no other lane's."""
         now = core.now()
-        if self.blocked_until(now) <= now:
-            throttled = self.throttled
+        lane: LaneState | None = self
+        while lane is not None:
+            if lane.blocked_until(now) > now:
+                break
+            throttled = lane.throttled
             while throttled and throttled[0][-1].state != THROTTLED:
                 heappop(throttled)  # claimed where it stood
             # The lane has room: for this task unless one of its throttled tasks comes first
             # (it has room since a moment ago, and the promoter has not released it yet).
-            if not throttled or entry < throttled[0]:
-                return STARTED
+            if throttled and not entry < throttled[0]:
+                break
+            lane = lane.parent  # and the lane it sits in?
+        else:
+            return STARTED
+        # Held in its own lane, whichever lane holds it back: that one gives it the room
+        # when it has some (see release), and it holds back no task of a sibling lane.
         core.move(task, THROTTLED, effects)
         heappush(self.throttled, entry)
         self.release(core, effects, worker_coming=True)
@@ -260,26 +337,37 @@ class LaneState:
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
             counts[was] -= 1
         counts[state] += 1
-        given = self.given
         if state == STARTED:
-            self.running += 1
-            if self.starts is not None:
-                self.starts.append(core.now())
-            if given:
-                given.discard(task)  # it took the room it was given
-            if self.throttled:  # the start may fill a window the others must wait out
-                self.release(core, effects)
+            lane: LaneState | None = self
+            while lane is not None:  # it, and each lane it sits in
+                lane.running += 1
+                windows = lane.windows
+                if windows:
+                    now = core.now()
+                    for window in windows:
+                        window.starts.append(now)
+                if lane.given:
+                    lane.given.discard(task)  # it took the room it was given
+                if lane.throttled or lane.waiters:  # the start may fill a window
+                    lane.release(core, effects)  # that the others must wait out
+                lane = lane.parent
         elif was == STARTED:
             # An attempt that failed, to be tried again: its run is over, its room free.
-            self.running -= 1
-            self.last_end = core.now()
             self.retries += 1
-            if self.throttled:
-                self.release(core, effects, worker_coming=True)  # its worker goes on to take()
+            now = core.now()
+            for lane in self.chain():
+                lane.running -= 1
+                lane.last_end = now
+            for lane in self.chain():
+                if lane.throttled or lane.waiters:
+                    # Its worker goes on to take().
+                    lane.release(core, effects, worker_coming=True)
         elif state == READY and was == THROTTLED:
-            given.add(task)
+            for lane in self.chain():
+                lane.given.add(task)
         elif state == THROTTLED:
-            given.discard(task)  # it did not take the room it was given: another may
+            for lane in self.chain():
+                lane.given.discard(task)  # it did not take the room it was given: another may
         elif state > STARTED and was <= READY:
             self._claimed(task, was, core, effects)
             self.track(core)  # it may be idle now
@@ -299,17 +387,20 @@ class LaneState:
 
     def _claimed(self, task: Task, was: int, core: Core, effects: Effects) -> None:
         """A waiting task of the lane was claimed other than to start: it leaves the lane."""
-        if self.given:
-            self.given.discard(task)
+        for lane in self.chain():
+            if lane.given:
+                lane.given.discard(task)
         throttled = self.throttled
         if was == THROTTLED:
             # Compacting when at least half the entries are dead costs O(1) per claim.
             if len(throttled) > 2 * self.counts[THROTTLED]:
                 throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
                 heapify(throttled)
-        elif throttled:
+        else:
             # A task given back to the workers will not start: its room is another's.
-            self.release(core, effects)
+            for lane in self.chain():
+                if lane.throttled or lane.waiters:
+                    lane.release(core, effects)
         self.settled(effects)
 
     def ended(self, state: int, at: float, core: Core, effects: Effects) -> None:
@@ -318,12 +409,18 @@ class LaneState:
         counts = self.counts
         counts[STARTED] -= 1
         counts[state] += 1
-        self.running -= 1
-        self.last_end = at
-        if self.throttled:
-            self.release(core, effects)
-        if not (self.running or counts[READY] or self.throttled):
-            self.track(core)  # idle now
+        lane: LaneState | None = self
+        while lane is not None:  # it, and each lane it sits in
+            lane.running -= 1
+            lane.last_end = at
+            lane = lane.parent
+        lane = self
+        while lane is not None:  # once each knows: the room may be an enclosing lane's
+            if lane.throttled or lane.waiters:
+                lane.release(core, effects)
+            if lane.tracked and not (lane.running or lane.counts[READY] or lane.throttled):
+                lane.track(core)  # idle now
+            lane = lane.parent
         if self.drained is not None:
             self.settled(effects)
 
@@ -333,31 +430,124 @@ class LaneState:
         self.release(core, effects)
         self.track(core)
 
-    def release(self, core: Core, effects: Effects, *, worker_coming: bool = False) -> bool:
+    def release(
+        self,
+        core: Core,
+        effects: Effects,
+        *,
+        worker_coming: bool = False,
+        most: float = math.inf,
+        defer: bool = True,
+    ) -> bool:
         """Give the best throttled tasks back to the workers, as many as the limits let
-        start now; if a window or cooldown holds the others back, look again when it passes.
-        ``worker_coming``: the caller is a worker on its way to take a task, which takes the
-        first one given back; returns whether it is still free to take another.
+        start now (and at most ``most``); if a window or cooldown holds the others back,
+        look again when it passes. ``worker_coming``: the caller is a worker on its way to
+        take a task, which takes the first one given back; returns whether it is still free
+        to take another.
 
         Called wherever the lane's room may have changed: so that its throttled tasks never
-        wait while it has room, and a look is planned whenever time alone gives it more."""
+        wait while it has room, and a look is planned whenever time alone gives it more.
+        The room is the least that it and the lanes it sits in have. Where that is an
+        enclosing lane's, the lane lists itself among that lane's ``waiters``, and (unless
+        not ``defer``, as when that lane asks) leaves it to that lane to share its room
+        between the lanes that wait for it."""
         throttled, now = self.throttled, core.now()
-        room = self.room(now)
+        room, holder = self._least_room(now)
+        if throttled and holder is not self:
+            holder.wait_for_room(self)
+            if defer:
+                return holder.release(core, effects, worker_coming=worker_coming)
+        waiters = self.waiters
+        if waiters and room > 0 and defer:
+            worker_coming = self._share_room(waiters, now, core, effects, worker_coming)
+        else:
+            worker_coming = self._give(min(room, most), core, effects, worker_coming)
+            if throttled:
+                holder = self._least_room(now)[1]  # now that it took some
+                if holder is not self:
+                    holder.wait_for_room(self)
+                    holder.plan(now, core, effects)
+        if not throttled:
+            self.track(core)
+            # Lanes listed that have nothing throttled left (claimed where they stood) need
+            # no look when time gives room.
+            if not (waiters and any(lane.throttled for lane in waiters)):
+                return worker_coming
+        self.plan(now, core, effects)
+        return worker_coming
+
+    def _give(self, room: float, core: Core, effects: Effects, worker_coming: bool) -> bool:
+        """Give up to ``room`` of its best throttled tasks back to the workers."""
+        throttled = self.throttled
         while throttled and room > 0:
             entry = heappop(throttled)
-            task = entry[-1]
-            if task.state != THROTTLED:
+            if entry[-1].state != THROTTLED:
                 continue  # claimed where it stood
             core.give_back(entry, effects, worker_coming)
             worker_coming = False  # it takes the first one; the others need workers of their own
             room -= 1
-        if not throttled:
-            self.track(core)
-            return worker_coming
-        # No room left for them: look again when time alone gives more, never at a time
-        # already passed. That look would come in this same promotion, while the tasks just
-        # given the room still hold it, and give it again; they look again themselves as
-        # they leave the ready heap (see start, moved).
+        return worker_coming
+
+    def wait_for_room(self, lane: LaneState) -> None:
+        """``lane``, inside this one, has throttled tasks that wait for this lane's room."""
+        if self.waiters is None:
+            self.waiters = weakref.WeakSet()
+        self.waiters.add(lane)
+
+    def _least_room(self, now: float) -> tuple[float, LaneState]:
+        """The least room of this lane and those it sits in, and whose it is (this lane's
+        on a tie)."""
+        room, holder = self.room(now), self
+        parent = self.parent
+        while parent is not None:
+            enclosing = parent.room(now)
+            if enclosing < room:
+                room, holder = enclosing, parent
+            parent = parent.parent
+        return room, holder
+
+    def _share_room(
+        self,
+        waiters: weakref.WeakSet[LaneState],
+        now: float,
+        core: Core,
+        effects: Effects,
+        coming: bool,
+    ) -> bool:
+        """Share this lane's room between its own throttled tasks and the lanes inside it
+        that wait for it: one task at a time, each to the lane whose best task the workers
+        would take first (by priority, then fair share: see ``Core.standing``), as if each
+        task given started. A lane that still waits for this one's room lists itself again
+        (see release)."""
+        # A lane listed may have no throttled task left: given back by its own look, or
+        # claimed since.
+        lanes = [lane for lane in (*waiters, self) if lane.throttled]
+        ahead = [(core.standing(lane, 0), n, lane) for n, lane in enumerate(lanes)]
+        waiters.clear()
+        heapify(ahead)
+        given: dict[LaneState, int] = {}
+        while ahead and self._least_room(now)[0] > 0:
+            _, n, lane = heappop(ahead)
+            if lane is self:
+                coming = self._give(1, core, effects, coming)
+                more = bool(self.throttled)
+            else:
+                coming = lane.release(core, effects, worker_coming=coming, most=1, defer=False)
+                # It has more that wait for this lane's room (it listed itself before it
+                # gave one back: see release).
+                more = lane in waiters and bool(lane.throttled)
+                waiters.discard(lane)
+            if more:
+                given[lane] = steps = given.get(lane, 0) + 1
+                heappush(ahead, (core.standing(lane, steps), n, lane))
+        waiters.update(lane for _, _, lane in ahead if lane.throttled and lane is not self)
+        return coming
+
+    def plan(self, now: float, core: Core, effects: Effects) -> None:
+        """No room left for its tasks, or those of the lanes inside it: look again when time
+        alone gives more, never at a time already passed. That look would come in this same
+        promotion, while the tasks just given the room still hold it, and give it again;
+        they look again themselves as they leave the ready heap (see start, moved)."""
         when = self.more_room_at(now)
         if when < math.inf:  # else a run of the lane ends first, and releases
             timer = self.timer
@@ -366,7 +556,6 @@ class LaneState:
                     core.alarm_died()
                 self.timer = timer = LaneTimer(self, when, core.next_seq())
                 core.set_alarm(timer, effects)
-        return worker_coming
 
     def settled(self, effects: Effects) -> None:
         """A closed lane is drained once nothing of it waits or runs, and its runs' futures
@@ -428,10 +617,15 @@ class LaneTimer(Alarm):
     def live(self) -> bool:
         return self.lane.timer is self
 
+    def drop(self) -> None:
+        # The scheduler winds down: the lane holds it no more (each holds the other).
+        if self.lane.timer is self:
+            self.lane.timer = None
+
     def fire(self, core: Core, now: float, effects: Effects) -> None:
         lane = self.lane
         lane.timer = None
-        if lane.throttled:
+        if lane.throttled or lane.waiters:
             lane.release(core, effects)
 
 
@@ -461,7 +655,9 @@ class LaneTally:
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
         end = functools.partial(lane.ended, state, core.now(), core)
-        if lane.throttled or lane.drained is not None:
+        if lane.throttled or lane.drained is not None or lane.parent is not None:
+            # Counted at once, as a task may wait for this room: in this lane, or (which
+            # would take a look up the lanes it sits in to know) in an enclosing one.
             core.locked(end)
         else:
             core.later.append(end)  # the next thread to take the lock counts it (see post)
@@ -560,27 +756,127 @@ def make_lane_state(
     survive_failures: bool,
     max_waiting: int | None,
     waiting_timeout: float | timedelta | None,
+    rates: Rates | None = None,
+    weight: float | None = None,
+    parent: LaneState | None = None,
 ) -> LaneState:
-    """The options of ``executor.lane()``, checked."""
+    """The options of ``executor.lane()``, checked (``parent`` by the executor)."""
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str or None, not {type(name).__name__}")
     if priority is not None:
         check_priority(priority)
-    for option, limit in (("max_running", max_running), ("max_starts", max_starts)):
-        if limit is not None and check_int(option, limit) < 1:
-            raise ValueError(f"{option} must be at least 1, not {limit}")
+    check_max_running(max_running)
+    windows = check_rates(max_starts, per, rates)
     check_retry(retry)
-    window = 1.0 if per is None else seconds("per", per, positive=True)
-    if per is not None and max_starts is None:
-        # Alone, a window limits nothing: the caller surely meant a rate.
-        raise ValueError(f"per={per!r} is the window of max_starts: give max_starts too")
     pause = None if cooldown is None else seconds("cooldown", cooldown)
     if not isinstance(survive_failures, bool):
         raise TypeError(f"survive_failures must be a bool, not {type(survive_failures).__name__}")
     gate = make_gate(max_waiting, waiting_timeout)
     return LaneState(
-        name, priority or 0, max_running, max_starts, window, pause, retry, survive_failures, gate
+        name,
+        priority or 0,
+        max_running,
+        windows,
+        pause,
+        retry,
+        survive_failures,
+        gate,
+        check_weight(weight),
+        parent,
     )
+
+
+Rates = Sequence[tuple[int, "float | timedelta"]]
+
+
+def check_max_running(max_running: object) -> None:
+    if max_running is not None and check_int("max_running", max_running) < 1:
+        raise ValueError(f"max_running must be at least 1, not {max_running}")
+
+
+def check_rates(max_starts: object, per: object, rates: object) -> tuple[tuple[int, float], ...]:
+    """A lane's rates, as ``(max_starts, per)`` pairs: ``max_starts`` per ``per`` seconds
+    (default 1) is one; ``rates`` any number. Not both."""
+    if max_starts is not None and check_int("max_starts", max_starts) < 1:
+        raise ValueError(f"max_starts must be at least 1, not {max_starts}")
+    window = 1.0 if per is None else seconds("per", per, positive=True)
+    if rates is not None and (max_starts is not None or per is not None):
+        raise ValueError("give a lane's rates as max_starts and per, or as rates: not both")
+    if max_starts is not None:
+        return ((cast(int, max_starts), window),)  # an int: checked
+    if per is not None:
+        # Alone, a window limits nothing: the caller surely meant a rate.
+        raise ValueError(f"per={per!r} is the window of max_starts: give max_starts too")
+    if rates is None:
+        return ()
+    if not isinstance(rates, (list, tuple)):
+        raise TypeError(f"rates must be a list of (max_starts, per) pairs, not {rates!r}")
+    checked: list[tuple[int, float]] = []
+    for rate in cast("Sequence[object]", rates):
+        if not isinstance(rate, (list, tuple)) or len(cast("Sequence[object]", rate)) != 2:
+            raise TypeError(f"rates must be a list of (max_starts, per) pairs, not {rates!r}")
+        limit, span = cast("tuple[object, object]", rate)
+        if check_int("rates", limit) < 1:
+            raise ValueError(f"rates: each max_starts must be at least 1, not {limit}")
+        checked.append((cast(int, limit), seconds("rates", span, positive=True)))
+    return tuple(checked)
+
+
+def check_weight(weight: object) -> float | None:
+    if weight is None:
+        return None
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise TypeError(f"weight must be a number or None, not {type(weight).__name__}")
+    if not (math.isfinite(weight) and weight > 0):
+        raise ValueError(f"weight must be finite and > 0, not {weight!r}")
+    return float(weight)
+
+
+# What configure() leaves as it was.
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None:
+    """Change a lane's limits (or weight) at once, under the lock: a limit raised gives its
+    room to the tasks that wait for it now, in this lane and the lanes inside it; one
+    lowered stops the next start, and cancels no run."""
+
+    def step(effects: Effects) -> None:
+        lane.check_open()
+        if "max_running" in changes:
+            lane.max_running = changes["max_running"]
+        if "rates" in changes:
+            now = core.now()
+            # Every start within the longest window so far, oldest first: a new window
+            # counts those of them within it (and no older one, which it never kept).
+            history: deque[float] = deque()
+            if lane.windows:
+                history = max(lane.windows, key=lambda window: window.per).starts
+            lane.windows = tuple(
+                Window(limit, per, deque(s for s in history if s + per > now))
+                for limit, per in changes["rates"]
+            )
+        if "cooldown" in changes:
+            lane.cooldown = changes["cooldown"]
+        lane.timed = lane.timed or bool(lane.windows) or lane.cooldown is not None
+        if "weight" in changes:
+            lane.weight = weight = changes["weight"]
+            if weight is not None:
+                core.share_fairly()
+            if lane.share is not None and core.fair is not None:
+                core.fair.reweigh(lane.share, weight or 1.0)
+        if lane.throttled or lane.waiters:
+            lane.release(core, effects)
+
+    timed = lane.timed or changes.get("rates") or changes.get("cooldown") is not None
+    if timed and not core.manual_time:
+        core.promoter.start()  # a window or cooldown may need a timer
+    core.locked(step)
 
 
 class Lane(Executor):
@@ -598,13 +894,17 @@ class Lane(Executor):
         schedule_recurring: Callable[..., Future[None]],
         forget: Callable[[LaneState], object],
         waiting: Callable[[LaneState], list[WaitingTask]],
+        keep: Callable[[LaneState], object],
+        parent: Lane | None,
     ) -> None:
         self._state = state
         self._scheduler = scheduler
         self._schedule_in = schedule
         self._schedule_recurring_in = schedule_recurring
         self._forget = forget  # the executor's: a closed lane frees its name
+        self._keep = keep  # the executor's: a named lane given limits keeps them
         self._waiting = waiting
+        self._parent = parent
         state.facade = weakref.ref(self)
 
     @property
@@ -622,12 +922,30 @@ class Lane(Executor):
 
     @property
     def max_starts(self) -> int | None:
-        return self._state.max_starts
+        """Of its first rate (see ``rates``)."""
+        rates = self._state.rates
+        return rates[0][0] if rates else None
 
     @property
     def per(self) -> float:
         """The window of ``max_starts``, in seconds."""
-        return self._state.per
+        rates = self._state.rates
+        return rates[0][1] if rates else 1.0
+
+    @property
+    def rates(self) -> tuple[tuple[int, float], ...]:
+        """Its rates: ``(max_starts, per)`` pairs, each a sliding window; every one holds."""
+        return self._state.rates
+
+    @property
+    def weight(self) -> float | None:
+        """Its share of the workers among the backlogged lanes; None: 1, as any lane's."""
+        return self._state.weight
+
+    @property
+    def parent(self) -> Lane | None:
+        """The lane it sits in, whose limits hold its tasks too."""
+        return self._parent
 
     @property
     def cooldown(self) -> float | None:
@@ -689,6 +1007,39 @@ class Lane(Executor):
             fn, args, kwargs, interval, fixed_rate, priority, delay, run_at, self._state
         )
 
+    def configure(
+        self,
+        *,
+        max_running: int | None = KEEP,
+        max_starts: int | None = KEEP,
+        per: float | timedelta | None = KEEP,
+        rates: Rates | None = KEEP,
+        cooldown: float | timedelta | None = KEEP,
+        weight: float | None = KEEP,
+    ) -> None:
+        """Change the lane's limits or weight now; what is not given stays, None removes a
+        limit (a weight of None is 1). Checked as ``lane()`` checks them: a bad one raises
+        and changes nothing. A limit raised lets start at once what it now allows; one
+        lowered stops new starts and cancels no running task. ``max_starts`` (with ``per``,
+        default 1) sets one rate in place of all, ``rates`` every rate; ``max_starts=None``
+        or ``rates=None`` removes them."""
+        changes: dict[str, Any] = {}
+        if max_running is not KEEP:
+            check_max_running(max_running)
+            changes["max_running"] = max_running
+        if max_starts is not KEEP or per is not KEEP or rates is not KEEP:
+            changes["rates"] = check_rates(
+                None if max_starts is KEEP else max_starts,
+                None if per is KEEP else per,
+                None if rates is KEEP else rates,
+            )
+        if cooldown is not KEEP:
+            changes["cooldown"] = None if cooldown is None else seconds("cooldown", cooldown)
+        if weight is not KEEP:
+            changes["weight"] = check_weight(weight)
+        configure(self._state, self._scheduler, changes)
+        self._keep(self._state)
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Close this lane: its later submits raise ``RuntimeError``; its series are
         cancelled; with ``cancel_futures``, its tasks not yet started too. With ``wait``,
@@ -709,13 +1060,21 @@ class Lane(Executor):
 
     def __repr__(self) -> str:
         state = self._state
+        options = state.options()
+        rates = state.rates
+        del options["rates"], options["parent"]
+        if len(rates) > 1:
+            del options["max_starts"]
+            options["rates"] = rates
         limits = "".join(
             f" {option}={value!r}"
-            for option, value in state.options().items()
+            for option, value in options.items()
             if value is not None and value is not False and option not in ("priority", "per")
         )
         if state.priority:
             limits += f" priority={state.priority!r}"
-        if state.max_starts is not None:
-            limits += f" per={state.per!r}"
+        if len(rates) == 1:
+            limits += f" per={options['per']!r}"
+        if state.parent is not None:
+            limits += f" parent={state.parent.name!r}"
         return f"<Lane {state.name!r}{limits}>"

@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 from . import _effects, _threads
 from ._clock import WallTime
 from ._effects import Effects
+from ._fair import Fair
 from ._gate import Gate, admit
-from ._policies import Policy, key_function
+from ._policies import Fifo, Policy, key_function
 from ._promoter import Promoter
 from ._task import (
     CANCELLED,
@@ -84,6 +85,7 @@ class Scheduler:
         self, clock: Clock, policy: Policy, workers: WorkerPool, gate: Gate | None
     ) -> None:
         self._key = key_function(policy)
+        self._ranked = type(policy) is not Fifo  # see _fair.Fair.ranked
         self.clock = clock
         self.now = clock.now
         self.wall = clock.wall
@@ -96,6 +98,9 @@ class Scheduler:
         # pays a heap pop, which touches log n entries scattered in memory (0.9 us at 100k).
         self.in_order: deque[tuple[Any, ...]] = deque()
         self.ready: list[tuple[Any, ...]] = []
+        # Once a lane has a weight, the ready tasks in shares, in place of the two above
+        # (see _fair): until then nothing of fair share costs the ready heap a test.
+        self.fair: Fair | None = None
         self.timers: list[TimerEntry] = []  # tasks by due time, alarms by theirs
         self._alarms = 0  # live alarms among the timers
         self.counts = [0] * STATES
@@ -344,6 +349,22 @@ class Scheduler:
         if not worker_coming:
             self._worker_for(effects)
 
+    def share_fairly(self) -> None:
+        """A lane has a weight: from now on the ready tasks wait in shares (see _fair), the
+        ones already ready too. Under the lock."""
+        if self.fair is None:
+            self.fair = fair = Fair(self._ranked)
+            for entry in (*self.in_order, *self.ready):
+                if entry[-1].state == READY:
+                    fair.push(entry)
+            # In place: a worker parked in take() holds both.
+            self.in_order.clear()
+            self.ready.clear()
+
+    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
+        entry: tuple[Any, ...] = lane.throttled[0]  # type: ignore[attr-defined]  # a LaneState's
+        return (entry,) if self.fair is None else self.fair.standing(lane, entry, steps)
+
     def holding(self, holder: Holder, holds: bool) -> None:
         """``holder`` (a lane) is busy now, or idle: its throttled tasks are waiting tasks
         (see waiting_tasks()), and its ready ones may be held back (see _control.stats)."""
@@ -355,7 +376,8 @@ class Scheduler:
     def drain_intake(self, effects: Effects, closing: object = None) -> None:
         """Move the intake's tasks to the ready heap. ``closing``: a lane closed just now,
         whose tasks in the intake are still its own."""
-        intake, counts, push = self.intake, self.counts, self._push_ready
+        intake, counts = self.intake, self.counts
+        push = self._push_in_order if self.fair is None else self.fair.push
         while intake:
             entry = intake.popleft()
             task: Task = entry[-1]
@@ -382,6 +404,12 @@ class Scheduler:
             push(entry)
 
     def _push_ready(self, entry: tuple[Any, ...]) -> None:
+        if self.fair is not None:
+            self.fair.push(entry)
+        else:
+            self._push_in_order(entry)
+
+    def _push_in_order(self, entry: tuple[Any, ...]) -> None:
         in_order = self.in_order
         if not in_order or in_order[-1] < entry:
             in_order.append(entry)
@@ -565,7 +593,7 @@ class Scheduler:
                 if later or posted:
                     self.count_posted(effects)
                 if intake:
-                    if len(intake) == 1 and not (in_order or ready):
+                    if len(intake) == 1 and not (in_order or ready or self.fair):
                         # A worker woken for a lone submit, as on an idle pool: that task is
                         # the best there is, and the drain would push it only for the loop
                         # below to pop it at once. Claimed here instead, with the same net
@@ -595,6 +623,18 @@ class Scheduler:
                         continue  # it waits in its lane
                     self.move(task, state, effects)
                     return task
+                fair = self.fair
+                if fair:  # once a lane has a weight, the ready tasks are there instead
+                    taken = fair.pop()
+                    if taken is not None:
+                        entry, task = taken, taken[-1]
+                        ext = task.ext
+                        state = STARTED if ext is None else ext.start(task, entry, self, effects)
+                        if state == THROTTLED:
+                            continue  # it waits in its lane; its share, for its next task
+                        fair.took(state == STARTED)
+                        self.move(task, state, effects)
+                        return task
                 # Read before the look, if closed: see the release before parking, below.
                 ends = None if self.closed is None else self._ends()
                 finished = self._finished()
@@ -738,6 +778,9 @@ class Scheduler:
             live = [entry for entry in in_order if entry[-1].state == READY]
             in_order.clear()
             in_order.extend(live)
+        fair = self.fair
+        if fair is not None and fair.size > 2 * self.counts[READY]:
+            fair.compact()
         if self.gate is not None:
             effects.later.append(self.gate.wake_all)  # their room is free, or shutdown began
         if self._finished():
@@ -809,6 +852,7 @@ class Scheduler:
         self.drain_intake(effects)
         return [
             *(entry[-1] for entry in (*self.in_order, *self.ready)),
+            *(entry[-1] for entry in (() if self.fair is None else self.fair.entries())),
             *(entry[-1] for holder in self.holders for entry in holder.throttled),
             *(entry for entry in self.timers if isinstance(entry, Task)),
         ]
@@ -906,6 +950,8 @@ class Scheduler:
         self.intake = deque()
         self.in_order = deque()
         self.ready = []
+        if self.fair is not None:
+            self.fair = Fair(self._ranked)
         self.timers = []
         self.wall_time.waiting = 0
         self.series = set()

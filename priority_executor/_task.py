@@ -336,6 +336,10 @@ class Core(Protocol):
         """Where wall-clock times fall on the scheduler's clock, and how many tasks wait
         for one (see ``_clock.WallTime``)."""
 
+    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
+        """Where the best throttled task of ``lane`` would stand among the ready ones were
+        it given back, after ``steps`` more of the lane's tasks started (see _fair)."""
+
 
 class Holder(Protocol):
     """Holds due tasks back from the workers (a lane, for its throttled ones): the scheduler
@@ -347,8 +351,9 @@ class Holder(Protocol):
     def held_back(self, now: float) -> int:
         """How many of its ready tasks cannot start now (see ``_lanes.LaneState``)."""
 
-    def holding(self, now: float) -> tuple[HeldBy, float] | None:
-        """Which of its limits holds its throttled tasks back, and until when."""
+    def holding(self, now: float) -> tuple[Any, HeldBy, float] | None:
+        """Which limit of which lane (its own, or one it sits in) holds its throttled
+        tasks back, and until when."""
 
 
 class Lane(Bounded, Protocol):
@@ -357,6 +362,8 @@ class Lane(Bounded, Protocol):
 
     closed: bool  # by its shutdown: it takes no more tasks
     timed: bool  # it has limits in time, which need the promoter
+    weight: float | None  # its share of the workers (see _fair)
+    share: Any  # its due tasks once fair share is on: a _fair.Share, or None
     survive_failures: bool  # its series go on after a failed run
 
 

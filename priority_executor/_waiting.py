@@ -20,12 +20,14 @@ class WaitingTask:
     overdue; ``expires_in`` is None for a task without a deadline. ``lane`` is the name of
     the task's lane, None for an anonymous lane or none.
 
-    For a throttled task, ``held_by`` names the lane's limit that holds it back:
-    ``"max_running"``, ``"max_starts"`` or ``"cooldown"``; ``starts_in`` is when that limit
+    For a throttled task, ``held_by`` names the limit that holds it back:
+    ``"max_running"``, ``"max_starts"`` (any of its rates) or ``"cooldown"``, and
+    ``held_in`` the name of the lane whose limit it is: the task's own lane, or one that
+    lane sits in (None for an anonymous lane); ``starts_in`` is when that limit
     lets the lane's next task start, in seconds from the snapshot: when the window or the
     cooldown passes, None for ``max_running``, which only a run's end lifts. Both are None
     for a task that is not throttled, and for a moment when its lane has room again and
-    has not yet given it back to the workers.
+    has not yet given it back to the workers (``held_in`` likewise).
 
     ``runs_at`` is when it is due on the wall clock, an aware datetime: for a task still
     waiting for a wall-clock time (a calendar run's slot plus its jitter, a ``run_at``),
@@ -42,4 +44,5 @@ class WaitingTask:
     lane: str | None = None
     held_by: HeldBy | None = None
     starts_in: float | None = None
+    held_in: str | None = None
     runs_at: datetime | None = None

@@ -135,8 +135,24 @@ class MLane:
         self.retry = retry
         self.usage = LaneUsage()
         self.retries = 0
+        # Its limits as made, and each change (lane.configure()) with the length of the
+        # journal when it was made: starts are checked against the limits of their time.
+        self.made = self.limits()
+        self.changes: list[tuple[int, dict[str, Any]]] = []
         self.closed = False  # by its shutdown(): its submits raise
         self.cancelled = False  # by its shutdown(cancel_futures=True): no retry is queued
+
+    def limits(self) -> dict[str, Any]:
+        return {
+            "max_running": self.max_running,
+            "max_starts": self.max_starts,
+            "per": self.per,
+            "cooldown": self.cooldown,
+        }
+
+    def set_limits(self, limits: dict[str, Any]) -> None:
+        for option, value in limits.items():
+            setattr(self, option, value)
 
 
 class LaneUsage:
@@ -159,7 +175,9 @@ class LaneUsage:
         when = -math.inf if lane.cooldown is None else self.last_end + lane.cooldown
         window = self.window(lane, now)
         if lane.max_starts is not None and len(window) >= lane.max_starts:
-            when = max(when, window[0] + lane.per)
+            # More than max_starts are in it after the limit was lowered: room again once
+            # the start max_starts places from the newest leaves it.
+            when = max(when, window[len(window) - lane.max_starts] + lane.per)
         return when
 
     def room(self, lane: MLane, now: float) -> float:
@@ -961,13 +979,21 @@ class ExecutorMachine(RuleBasedStateMachine):
         """How the executor used ``lane``, replayed from the journal; every start checked
         against the lane's limits at the time it happened."""
         usage = LaneUsage()
-        for kind, label, t in journal:
+        limits = MLane(lane.name, None, None, None, None, None, None)
+        limits.set_limits(lane.made)
+        changes = list(lane.changes)
+        for index, (kind, label, t) in enumerate(journal):
+            while changes and changes[0][0] <= index:
+                change = changes.pop(0)[1]
+                if limits.max_starts is None and change["max_starts"] is not None:
+                    usage.starts.clear()  # a lane without a rate keeps no start times
+                limits.set_limits(change)
             if self.lane_of.get(label) is not lane:
                 continue
             if kind == "end":
                 usage.end(t)
                 continue
-            assert usage.blocked_until(lane, t) <= t, (
+            assert usage.blocked_until(limits, t) <= t, (
                 f"{label} started at {t} in {lane.name} at its limit: running {usage.running},"
                 f" starts {usage.starts}, last end {usage.last_end}"
             )
@@ -1087,6 +1113,35 @@ class ExecutorMachine(RuleBasedStateMachine):
     def add_lane(self, options: dict[str, Any]) -> None:
         name = f"L{len(self.lanes)}"
         self.lanes.append((self.ex.lane(name, **options), self.m.add_lane(name, **options)))
+
+    # Limits changed at run time: raised, what they allow starts at once; lowered, no new
+    # start, no run cancelled.
+    @precondition(lambda self: any(not m.closed for _, m in self.lanes))
+    @rule(
+        index=st.integers(0, 2),
+        max_running=st.sampled_from([None, 1, 2, 3]),
+        max_starts=st.sampled_from([None, 1, 2, 3]),
+        cooldown=st.sampled_from([None, 0, 0.5, 2]),
+    )
+    def configure_lane(
+        self, index: int, max_running: int | None, max_starts: int | None, cooldown: float | None
+    ) -> None:
+        open_lanes = [pair for pair in self.lanes if not pair[1].closed]
+        lane, mlane = open_lanes[index % len(open_lanes)]
+        # The window's span stays: a longer one would count starts the lane never kept.
+        per = {} if max_starts is None else {"per": mlane.per}
+        limits = {"max_running": max_running, "max_starts": max_starts, "cooldown": cooldown}
+        with self.g.cond:
+            mlane.changes.append((len(self.g.journal), {**limits, **per}))
+        lane.configure(**limits, **per)
+        if mlane.max_starts is None and max_starts is not None:
+            # A lane without a rate keeps no start times: a rate given to it counts the
+            # starts from now on.
+            mlane.usage.starts.clear()
+        mlane.set_limits(limits)
+        self.m.release_lane(mlane)
+        self.m.start_next()
+        self.sync()
 
     # Tasks due at once, more than a lane's limits let start: some are throttled.
     @precondition(lambda self: self.lanes)

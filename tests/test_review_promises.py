@@ -238,9 +238,17 @@ def _use_and_drop(executor_class: type[ThreadPoolExecutor]) -> None:
         cf.wait([*lane_futures, retried], timeout=TIMEOUT)
         assert [f.result() for f in lane_futures] == [0, 1, 2]
         assert isinstance(retried.exception(), ZeroDivisionError)
+        # Weighted lanes inside a lane that holds their tasks back, some cancelled there.
+        hosts = ex.lane("hosts", max_running=1, max_starts=1, per=30, weight=2)
+        gate = threading.Event()
+        held = [ex.lane(f"host-{i}", parent=hosts).submit(gate.wait, TIMEOUT) for i in range(3)]
+        # One runs; hosts' window holds the others back, in their lanes, when it ends.
+        wait_until(lambda: ex.stats().running == 1 and ex.stats().throttled == 2)
         series.cancel()
-        ex.shutdown(wait=True, cancel_futures=True)
-        assert later.cancelled()
+        ex.shutdown(wait=False, cancel_futures=True)
+        gate.set()
+        ex.shutdown(wait=True)
+        assert later.cancelled() and sum(f.cancelled() for f in held) >= 1
     else:
         ex.shutdown(wait=True)
     assert isinstance(futures[10].exception(), ZeroDivisionError)

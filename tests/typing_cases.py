@@ -110,6 +110,17 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     assert_type(bounded.waiting_timeout, "float | None")
     assert_type(ex.waiting()[0].held_by, Optional[Literal["max_running", "max_starts", "cooldown"]])
     assert_type(ex.waiting()[0].starts_in, "float | None")
+    assert_type(ex.waiting()[0].held_in, "str | None")
+    # Fair share: weights, lanes inside lanes, several rates, limits changed at run time.
+    hosts = ex.lane("hosts", rates=[(10, 1.0), (1000, timedelta(hours=1))], weight=2)
+    host = ex.lane("host-a", parent=hosts, max_running=2, weight=0.5)
+    assert_type(host.parent, "Lane | None")
+    assert_type(hosts.rates, "tuple[tuple[int, float], ...]")
+    assert_type(hosts.weight, "float | None")
+    host.configure(max_running=None, rates=[(5, 1.0)], cooldown=timedelta(seconds=1), weight=3)
+    host.configure(max_starts=10, per=2)
+    host.configure(weight="heavy")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.lane(parent="hosts")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
 
 def wrapped(ex: PriorityExecutor, lane: Lane, kw: dict[str, Any], nums: list[int]) -> None:

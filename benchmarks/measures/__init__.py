@@ -20,6 +20,7 @@ from benchmarks.measures import (
     calendar,
     cancellation,
     cpu,
+    fair_share,
     head_of_line,
     idle,
     lane_rate,
@@ -121,6 +122,27 @@ MEASURES = (
     ),
     Measure(
         18, "task-cost", "a task's cost, submit and worker apart", task_cost.run, task_cost.judge
+    ),
+    Measure(
+        19,
+        "fair-throughput",
+        "no-op throughput in 1,000 weighted lanes",
+        fair_share.run_throughput,
+        fair_share.judge_throughput,
+    ),
+    Measure(
+        20,
+        "fair-share",
+        "start shares of saturated lanes, weights 1-4",
+        fair_share.run_share,
+        fair_share.judge_share,
+    ),
+    Measure(
+        21,
+        "first-start",
+        "first start of a lane behind another's backlog",
+        fair_share.run_first_start,
+        fair_share.judge_first_start,
     ),
     Measure(
         22,
