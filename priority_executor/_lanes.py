@@ -818,7 +818,7 @@ def check_rates(max_starts: object, per: object, rates: object) -> tuple[tuple[i
         limit, span = cast("tuple[object, object]", rate)
         if check_int("rates", limit) < 1:
             raise ValueError(f"rates: each max_starts must be at least 1, not {limit}")
-        checked.append((cast(int, limit), seconds("rates", span, positive=True)))
+        checked.append((cast(int, limit), seconds("rates: each per", span, positive=True)))
     return tuple(checked)
 
 
