@@ -223,7 +223,7 @@ class WallTime:
     PERIOD = 1.0
 
     def __init__(self, clock: Clock, manual: bool) -> None:
-        self._clock = clock
+        self.clock = clock
         # A ManualClock's wall time moves only by step_wall(): exact, no margin needed.
         self.margin = 0.0 if manual else 0.001
         self.offset = clock.wall_offset()
@@ -236,7 +236,7 @@ class WallTime:
     def stepped(self) -> bool:
         """Whether the wall clock was stepped since the last look: if so, the caller
         places every waiting task anew (under the scheduler's lock)."""
-        offset = self._clock.wall_offset()
+        offset = self.clock.wall_offset()
         if abs(offset - self.offset) <= self.margin:
             return False
         self.offset = offset

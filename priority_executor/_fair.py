@@ -46,12 +46,9 @@ class Fair:
     """The ready tasks, in shares: ``push`` as the ready heap's push, ``pop`` the next task
     to take, then ``took`` once it is claimed (or nothing, if its lane throttled it)."""
 
-    __slots__ = ("_stamp", "order", "ranked", "root", "serving", "size", "vtime", "vtimes")
+    __slots__ = ("_stamp", "order", "root", "serving", "size", "vtime", "vtimes")
 
-    def __init__(self, ranked: bool) -> None:
-        # A task's rank is the part of its key that fair share never overrides: the policy
-        # key's first item (-priority for PriorityFirst); without one (Fifo), all rank alike.
-        self.ranked = ranked
+    def __init__(self) -> None:
         self.root = Share(1.0)  # the tasks without a lane: one share, of weight 1
         self.order: list[tuple[Any, ...]] = []  # (rank, pass, stamp, share)
         self._stamp = itertools.count().__next__
@@ -87,8 +84,12 @@ class Fair:
             pass_ = max(pass_, self.vtimes.get(rank, self.vtime) - share.step)
         return (rank, pass_ + steps * share.step, entry)
 
-    def rank(self, entry: tuple[Any, ...]) -> Any:
-        return entry[0] if self.ranked else 0
+    @staticmethod
+    def rank(entry: tuple[Any, ...]) -> Any:
+        """The part of a task's key that fair share never overrides: the policy key's first
+        item (-priority for PriorityFirst). An entry is (*key, seq, task): Fifo's key is
+        empty, and all its tasks rank alike."""
+        return entry[0] if len(entry) > 2 else 0
 
     def push(self, entry: tuple[Any, ...]) -> None:
         ext = entry[-1].ext
@@ -167,7 +168,7 @@ class Fair:
     def _place(self, share: Share) -> None:
         stamp = self._stamp()
         share.placed = stamp
-        first = share.entries[0][0] if self.ranked else 0
+        first = self.rank(share.entries[0])
         heappush(self.order, (first, share.pass_, stamp, share))
 
     def shares(self) -> list[Share]:

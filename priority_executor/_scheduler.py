@@ -52,7 +52,7 @@ from ._clock import WallTime
 from ._effects import Effects
 from ._fair import Fair
 from ._gate import Gate, admit
-from ._policies import Fifo, Policy, key_function
+from ._policies import Policy, key_function
 from ._promoter import Promoter
 from ._task import (
     CANCELLED,
@@ -81,14 +81,16 @@ R = TypeVar("R")
 
 
 class Scheduler:
+    # A heuristic on CPython's internals, named as such: an instance keeps its attributes
+    # in its fast layout only while they are fewer than 30 (SHARED_KEYS_MAX_SIZE); with a
+    # 30th, each ``self.x`` of the hot path is a dict lookup, 2% of a plain task's
+    # instructions (callgrind, 3.11). So this holds 29: what is seldom read is a method
+    # (wall()) or lives in a helper object (the clock, in wall_time).
     def __init__(
         self, clock: Clock, policy: Policy, workers: WorkerPool, gate: Gate | None
     ) -> None:
         self._key = key_function(policy)
-        self._ranked = type(policy) is not Fifo  # see _fair.Fair.ranked
-        self.clock = clock
         self.now = clock.now
-        self.wall = clock.wall
         self.workers = workers
         self.lock = threading.Lock()
         self.next_seq = itertools.count().__next__
@@ -126,8 +128,12 @@ class Scheduler:
         self.gated = gate is not None
         # With a ManualClock, nothing is due until a test advances it.
         self.manual_time = clock.attach(self)
-        # Tasks that wait for a wall-clock time, kept on time when the wall clock steps.
+        # The clock, and the tasks that wait for a wall-clock time, kept on time when the
+        # wall clock steps.
         self.wall_time = WallTime(clock, self.manual_time)
+
+    def wall(self) -> float:
+        return self.wall_time.clock.wall()
 
     # -- the transition ----------------------------------------------------------------------
 
@@ -353,7 +359,7 @@ class Scheduler:
         """A lane has a weight: from now on the ready tasks wait in shares (see _fair), the
         ones already ready too. Under the lock."""
         if self.fair is None:
-            self.fair = fair = Fair(self._ranked)
+            self.fair = fair = Fair()
             for entry in (*self.in_order, *self.ready):
                 if entry[-1].state == READY:
                     fair.push(entry)
@@ -908,7 +914,7 @@ class Scheduler:
             if isinstance(entry, Alarm):
                 entry.drop()
         self.drained.set()
-        self.clock.detach(self)
+        self.wall_time.clock.detach(self)
         self.promoter.retire()
         self.workers.retire()
 
@@ -951,7 +957,7 @@ class Scheduler:
         self.in_order = deque()
         self.ready = []
         if self.fair is not None:
-            self.fair = Fair(self._ranked)
+            self.fair = Fair()
         self.timers = []
         self.wall_time.waiting = 0
         self.series = set()
