@@ -43,8 +43,9 @@ def check_callable(fn: object, name: str = "fn") -> None:
         raise TypeError(f"{name} must be callable, got {fn!r}")
 
 
-def seconds(name: str, value: object, *, positive: bool = False) -> float:
-    """A duration in seconds: an int or float, or a ``timedelta``; finite and >= 0 (> 0)."""
+def seconds(name: str, value: object, *, positive: bool = False, signed: bool = False) -> float:
+    """A duration in seconds: an int or float, or a ``timedelta``; finite and >= 0 (> 0 if
+    ``positive``; of either sign if ``signed``, a step back or forward)."""
     if isinstance(value, datetime.timedelta):
         result = value.total_seconds()
     elif isinstance(value, float):
@@ -58,12 +59,12 @@ def seconds(name: str, value: object, *, positive: bool = False) -> float:
         raise TypeError(
             f"{name} must be a number of seconds or a timedelta, not {type(value).__name__}"
         )
-    if not math.isfinite(result) or result < 0 or (positive and result == 0):
-        bound = "> 0" if positive else ">= 0"
+    if not math.isfinite(result) or (result < 0 and not signed) or (positive and result == 0):
+        bound = " and > 0" if positive else "" if signed else " and >= 0"
         shown = repr(value)
         if len(shown) > 40:
             shown = shown[:20] + "..."
-        raise ValueError(f"{name} must be finite and {bound}, got {shown}")
+        raise ValueError(f"{name} must be finite{bound}, got {shown}")
     return result
 
 

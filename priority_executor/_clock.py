@@ -132,16 +132,7 @@ class ManualClock:
         """Step the wall time alone by ``seconds`` (negative: back), leaving the clock's
         own time where it is, as NTP or a resume from sleep steps the system clock; then
         promote, as ``advance()`` does, what the wall clock has made due."""
-        if isinstance(seconds, datetime.timedelta):
-            step = seconds.total_seconds()
-        elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-            step = float(seconds)
-        else:
-            raise TypeError(
-                f"seconds must be a number of seconds or a timedelta, not {type(seconds).__name__}"
-            )
-        if not math.isfinite(step):
-            raise ValueError(f"seconds must be finite, got {seconds!r}")
+        step = _arguments.seconds("seconds", seconds, signed=True)
         self._move(lambda now, wall_offset: (now, wall_offset + step))
 
     def _move(self, change: Callable[[float, float], tuple[float, float]]) -> None:

@@ -36,7 +36,7 @@ from ._calendar import Calendar, Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._extension import Extension
 from ._gate import make_gate
-from ._lanes import Lane, LaneState, make_lane_state
+from ._lanes import Lane, LaneState, make_lane_state, parent_state
 from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence
 from ._retry import Retry, check_retry
@@ -320,7 +320,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             waiting_timeout,
             rates,
             weight,
-            self._parent_state(parent),
+            parent_state(self._scheduler, parent),
         )
         self._check_priority(state.priority)
         self._scheduler.check_open()
@@ -346,15 +346,6 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                     )
             facade = None if live.facade is None else live.facade()
             return self._lane_facade(live) if facade is None else facade
-
-    def _parent_state(self, parent: object) -> LaneState | None:
-        if parent is None:
-            return None
-        if not isinstance(parent, Lane) or parent._scheduler is not self._scheduler:
-            raise TypeError(f"parent must be a lane of this executor or None, not {parent!r}")
-        if parent.closed:
-            raise ValueError(f"parent {parent!r} is shut down")
-        return parent._state
 
     def lanes(self) -> dict[str, Lane]:
         """The named lanes, by name: every one made with options and not shut down, and

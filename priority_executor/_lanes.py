@@ -841,6 +841,18 @@ class _Keep:
 KEEP: Any = _Keep()
 
 
+def parent_state(core: Scheduler, parent: object) -> LaneState | None:
+    """The lane ``parent`` as ``lane(parent=...)`` takes it: None, or a lane of the executor
+    of ``core`` that is not shut down."""
+    if parent is None:
+        return None
+    if not isinstance(parent, Lane) or parent._scheduler is not core:
+        raise TypeError(f"parent must be a lane of this executor or None, not {parent!r}")
+    if parent.closed:
+        raise ValueError(f"parent {parent!r} is shut down")
+    return parent._state
+
+
 def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None:
     """Change a lane's limits (or weight) at once, under the lock: a limit raised gives its
     room to the tasks that wait for it now, in this lane and the lanes inside it; one
