@@ -18,7 +18,8 @@ import datetime
 import random
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from ._arguments import seconds
+from ._arguments import callable_name, seconds
+from ._logs import LOGGER, Named, fields, in_lane
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -237,8 +238,30 @@ class Calendar:
         while self.coalesce and self.next_slot is not None and self.next_slot <= wall:
             self.slot = self.next_slot
             self.next_slot = self._after(self.slot)
-        late = wall - max(self.slot, self.wall_due)
-        return self.grace is None or late <= self.grace
+        return self.grace is None or self._late(wall) <= self.grace
+
+    def skipped(self, fn: object, lane: Named | None, wall: float) -> None:
+        """The run that ``begin`` refused at ``wall`` is skipped: say so, at WARNING. A
+        scheduled job that does not run is what its owner needs to hear of, though the
+        executor did as told: the default handler of ``logging`` shows WARNING and above,
+        so the line is seen with no logging set up at all."""
+        slot = datetime.datetime.fromtimestamp(self.slot, self.zone())
+        late = self._late(wall)
+        LOGGER.warning(
+            "Recurring task %s%s skipped its run of %s: %.3g s late, past its misfire grace"
+            " of %.3g s",
+            callable_name(fn),
+            in_lane(lane),
+            slot,
+            late,
+            self.grace,
+            extra=fields(fn, lane, slot=slot.isoformat(), late=late, grace=self.grace),
+        )
+
+    def _late(self, wall: float) -> float:
+        """How late the run due at ``wall_due`` is, starting at ``wall``: after its slot
+        and its jitter."""
+        return wall - max(self.slot, self.wall_due)
 
     def look_ahead(self) -> None:
         """A run is over (made or skipped): ask the schedule for the slot after the next

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures.thread import BrokenThreadPool
+from contextvars import copy_context
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Callable, Literal, cast
@@ -67,6 +68,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     would stall the loop: it raises ``QueueFull`` at once. One from the executor's own
     tasks or callbacks is let through; one waiting when shutdown begins raises
     ``RuntimeError``. A lane can have a bound of its own (see ``lane()``).
+
+    A task runs in a copy of the ``contextvars`` context of the code that submitted it (a
+    series' every run in a copy of the context of the code that started it), so tracing
+    spans and request-scoped values follow it; ``inherit_context=False`` runs tasks in the
+    worker thread's context instead, as ``ThreadPoolExecutor`` does.
     """
 
     # A ThreadPoolExecutor for whoever checks (asyncio's set_default_executor(), grpc), but
@@ -93,6 +99,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         retry: Retry | None = None,
         max_waiting: int | None = None,
         waiting_timeout: float | timedelta | None = None,
+        inherit_context: bool = True,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -107,7 +114,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         if clock is not None and not isinstance(clock, ManualClock):
             raise TypeError(f"clock must be a ManualClock or None, not {type(clock).__name__}")
         check_retry(retry)
+        if not isinstance(inherit_context, bool):
+            raise TypeError(f"inherit_context must be a bool, not {type(inherit_context).__name__}")
         gate = make_gate(max_waiting, waiting_timeout)
+        # Named as Python 3.14's sys.flags.thread_inherit_context, which does for a thread
+        # what this does for a task: start it in a copy of its starter's context.
+        self._inherit_context = inherit_context
         self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
@@ -172,10 +184,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # Its future stays ours across a retry's attempts, with a backend too: each
         # attempt's call is handed off.
         future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
+        context = copy_context() if self._inherit_context else None
         if lane is None and deadline is None and retry is None and wall is None:
-            task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
+            task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
         else:
-            task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
+            task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
             # A lane is the extension of its tasks that have no other feature.
             only_lane = deadline is None and retry is None and wall is None
             task.ext = lane if only_lane else Extension(deadline, lane, retry, None, wall)
@@ -246,7 +259,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             period = seconds("interval", interval, positive=True)
             recurrence = Recurrence(due, period, fixed_rate)
         future: OwnFuture[None] = OwnFuture(self._owner)
-        task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due)
+        context = copy_context() if self._inherit_context else None
+        task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
         task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall)
         scheduler.add(task, due <= now)
         return future

@@ -10,13 +10,11 @@ before it is cancelled, so whoever sees it cancelled finds it.
 from __future__ import annotations
 
 import datetime
-import logging
 from concurrent.futures import CancelledError, Future
 from typing import Any, Callable
 
 from ._arguments import callable_name
-
-_LOGGER = logging.getLogger("priority_executor")
+from ._logs import LOGGER, Named, fields
 
 
 class Expired(CancelledError):
@@ -39,13 +37,20 @@ class Expired(CancelledError):
         return (type(self), (self.deadline, self.task))
 
 
-def mark_expired(future: Future[Any], fn: Callable[..., Any], wall: float) -> None:
-    """The task of ``future``, whose call is ``fn``, expired at ``wall`` (a time.time()):
-    say so on the future, before it is cancelled, and in the log."""
+def mark_expired(
+    future: Future[Any], fn: Callable[..., Any], lane: Named | None, wall: float
+) -> None:
+    """The task of ``future``, whose call is ``fn``, in ``lane``, expired at ``wall`` (a
+    time.time()): say so on the future, before it is cancelled, and in the log."""
     when = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone()
     name = callable_name(fn)
     future._expired = (when, name)  # type: ignore[attr-defined]
-    _LOGGER.debug("Task %s expired: not started by its deadline, %s", name, when)
+    LOGGER.debug(
+        "Task %s expired: not started by its deadline, %s",
+        name,
+        when,
+        extra=fields(fn, lane, deadline=when.isoformat()),
+    )
 
 
 def raise_if_expired(future: Future[Any]) -> None:

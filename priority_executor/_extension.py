@@ -150,6 +150,10 @@ class Extension:
         # A retry's attempt stands for the run whose first attempt began.
         return self.attempt > 1 or self.recurrence.begin(wall)  # type: ignore[union-attr]
 
+    def skipped(self, task: Task, wall: float) -> None:
+        calendar: Calendar = self.recurrence  # type: ignore[assignment]  # only one skips
+        calendar.skipped(task.fn, self.lane, wall)
+
     def look_ahead(self) -> None:
         self.recurrence.look_ahead()  # type: ignore[union-attr]  # a series'
 

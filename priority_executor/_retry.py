@@ -13,11 +13,10 @@ import math
 import random
 from concurrent.futures import BrokenExecutor
 from datetime import timedelta
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ._arguments import callable_name, check_int, seconds
-
-_LOGGER = logging.getLogger("priority_executor")
+from ._logs import LOGGER, Named, error_name, fields, in_lane
 
 # Never tried again, whatever ``on`` says: the user wants out, or nothing can run any more.
 _NEVER = (KeyboardInterrupt, SystemExit, BrokenExecutor)
@@ -136,13 +135,9 @@ def check_retry(retry: object) -> None:
         raise TypeError(f"retry must be a Retry or None, not {type(retry).__name__}")
 
 
-class _Named(Protocol):
-    name: str | None
-
-
 def log_retry(
     fn: Callable[..., Any],
-    lane: _Named | None,
+    lane: Named | None,
     attempt: int,
     attempts: int,
     wait: float,
@@ -151,20 +146,22 @@ def log_retry(
     """One line for a retried failure: a retry is expected, its traceback is for debugging
     (the last attempt's exception is in the future). Quiet it by raising the level of the
     ``priority_executor`` logger above WARNING."""
-    where = "" if lane is None else f" in lane {lane.name!r}" if lane.name else " in a lane"
     lines = str(exc).splitlines()
-    error = type(exc).__qualname__ + (f": {lines[0]}" if lines else "")
+    error = error_name(exc) + (f": {lines[0]}" if lines else "")
     if len(error) > 200 or len(lines) > 1:
         error = error[:200] + "..."
-    _LOGGER.warning(
+    LOGGER.warning(
         "%s%s failed on attempt %d of %d (%s); retrying in %.3g s",
         callable_name(fn),
-        where,
+        in_lane(lane),
         attempt,
         attempts,
         error,
         wait,
-        exc_info=exc if _LOGGER.isEnabledFor(logging.DEBUG) else None,
+        exc_info=exc if LOGGER.isEnabledFor(logging.DEBUG) else None,
+        extra=fields(
+            fn, lane, attempt=attempt, attempts=attempts, wait=wait, error=error_name(exc)
+        ),
     )
 
 

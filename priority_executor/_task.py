@@ -9,7 +9,6 @@ race; the claimer alone then completes the future, outside the lock.
 from __future__ import annotations
 
 import _thread
-import logging
 import time
 import weakref
 from collections import deque
@@ -25,8 +24,10 @@ from . import _threads
 from ._arguments import callable_name
 from ._expiry import mark_expired, raise_if_expired
 from ._gate import Bounded
+from ._logs import LOGGER, error_name, fields, in_lane
 
 if TYPE_CHECKING:
+    from contextvars import Context
     from datetime import datetime
 
     from ._clock import WallTime
@@ -48,8 +49,6 @@ SKIPPED = 10  # a run of a calendar series later than its misfire grace: not mad
 STATES = 11
 # The waiting states: in a forked child, every task in one is the parent's.
 WAITING = (PENDING, INTAKE, THROTTLED, READY)
-
-_SERIES_LOGGER = logging.getLogger("priority_executor")
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
@@ -438,6 +437,10 @@ class MoreHooks(Hooks, Protocol):
         to be skipped (a calendar run later than its misfire grace). Outside the lock, in
         the worker: it may ask the series' schedule, user code, which may raise."""
 
+    def skipped(self, task: Task, wall: float) -> None:
+        """``begin(wall)`` said False: log the skipped run (outside the lock, in the
+        worker, before the run is counted: whoever sees it counted finds the line)."""
+
     def look_ahead(self) -> None:
         """A run of a series is over: outside the lock, in the worker, ask its schedule
         (user code, which may raise) what ``next_due`` will need."""
@@ -459,13 +462,14 @@ class Task(TimerEntry):
     completed at once.
     """
 
-    # Kept small: a delayed task costs no more memory than ThreadPoolExecutor's work item.
-    # (An object's memory is a multiple of 16 bytes: a ninth slot would cost 16.)
+    # Kept small: a delayed task costs little more memory than ThreadPoolExecutor's work
+    # item. (An object's memory is a multiple of 16 bytes: the ninth slot, context, costs 16.)
     __slots__ = (
         "_priority",
         "_seq",
         "_when",
         "args",
+        "context",
         "fn",
         "future",
         "kwargs",
@@ -483,6 +487,7 @@ class Task(TimerEntry):
         future: OwnFuture[Any],
         priority: int,
         due: float,
+        context: Context | None,
     ) -> None:
         self.fn = fn
         self.args = args
@@ -493,6 +498,9 @@ class Task(TimerEntry):
         self._when = due
         self._seq = seq
         self.state = VOID  # counted nowhere until it is queued
+        # The submitter's contextvars, copied at submit: its call runs in them (see run);
+        # None if the executor was made with inherit_context=False.
+        self.context = context
 
     # What a policy reads (``TaskInfo``), read-only.
     priority = property(attrgetter("_priority"))
@@ -562,7 +570,7 @@ class Task(TimerEntry):
             if self.state == EXPIRED:
                 owner = self.future._owner()
                 wall = 0.0 if owner is None else owner.wall() - owner.now()
-                mark_expired(self.future, self.fn, wall + ext.deadline)  # type: ignore[operator]
+                mark_expired(self.future, self.fn, ext.lane, wall + ext.deadline)  # type: ignore[operator]
         future = self.hand_over()[0]
         try:
             future.cancel()
@@ -583,23 +591,25 @@ class Task(TimerEntry):
             return
         fail(self.hand_over()[0], exc)
 
-    def hand_over(self) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any]:
+    def hand_over(
+        self,
+    ) -> tuple[Future[Any], Callable[..., Any], tuple[Any, ...], Any, Context | None]:
         """Give up everything the claimed task holds. Its future holds the task (as
         ``_task``): were the task to keep the future, each would be a reference cycle
-        that only the garbage collector frees, and the call's arguments would live as long
-        as the future."""
-        held = (self.future, self.fn, self.args, self.kwargs)
-        del self.future, self.fn, self.args, self.kwargs
+        that only the garbage collector frees, and the call's arguments (and the values of
+        its context, a request's, say) would live as long as the future."""
+        held = (self.future, self.fn, self.args, self.kwargs, self.context)
+        del self.future, self.fn, self.args, self.kwargs, self.context
         ext = self.ext
         if ext is not None and ext.error is not None:
             cast(MoreHooks, ext).let_go()
         return held
 
-    def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any]:
-        """Give up the call, which no run needs any more: the caller drops it when no lock
-        is held, as dropping may run a ``__del__``."""
-        held = (self.fn, self.args, self.kwargs)
-        del self.fn, self.args, self.kwargs
+    def let_go(self) -> tuple[Callable[..., Any], tuple[Any, ...], Any, Context | None]:
+        """Give up the call and its context, which no run needs any more: the caller drops
+        them when no lock is held, as dropping may run a ``__del__``."""
+        held = (self.fn, self.args, self.kwargs, self.context)
+        del self.fn, self.args, self.kwargs, self.context
         return held
 
     def __repr__(self) -> str:
@@ -663,12 +673,15 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
     """
     ext = task.ext
     if call is None and (ext is None or (ext.recurrence is None and ext.retry is None)):
-        future, fn, args, kwargs = task.hand_over()
+        future, fn, args, kwargs, context = task.hand_over()
         if not future.set_running_or_notify_cancel():
             tally[CANCELLED] += 1  # cancelled between the claim and this line
             return
         try:
-            result = fn(*args, **kwargs)
+            # In the submitter's context: the task's own copy, which it runs once, so what
+            # it sets there is seen by no other task. The future completes outside it, in
+            # the worker's, as ThreadPoolExecutor's does.
+            result = fn(*args, **kwargs) if context is None else context.run(fn, *args, **kwargs)
         except BaseException as exc:
             tally[FAILED] += 1
             future.set_exception(exc)
@@ -684,19 +697,33 @@ def run(task: Task, tally: Tally, call: Call | None) -> None:
     result = error = None
     if not future.cancelled():  # else cancelled since the claim: nothing starts
         if series:
+            hooks = cast(MoreHooks, ext)
+            wall = owner.wall()
             try:
-                go = cast(MoreHooks, ext).begin(owner.wall())
+                go = hooks.begin(wall)
             except BaseException as exc:  # its schedule failed: the series cannot go on
                 _run_over(task, owner, tally, exc, fatal=True)
                 return
             if not go:
+                hooks.skipped(task, wall)
                 _run_over(task, owner, tally, None, SKIPPED)
                 return
+        # Each run of a series, each attempt of a retry, in a copy of its own of the
+        # submitter's context: none sees what an earlier one set there. A backend's
+        # hand-off is made in it (see _backend): the call runs in it where the backend
+        # carries context. No helper function makes the call: its frame, in the traceback
+        # of a failed call, would hold the future, which holds the exception.
+        context = task.context
         try:
-            if call is None:
-                result = task.fn(*task.args, **task.kwargs)
+            if context is None:
+                if call is None:
+                    result = task.fn(*task.args, **task.kwargs)
+                else:
+                    result = call(future, task.fn, task.args, task.kwargs)
+            elif call is None:
+                result = context.copy().run(task.fn, *task.args, **task.kwargs)
             else:
-                result = call(future, task.fn, task.args, task.kwargs)
+                result = context.copy().run(call, future, task.fn, task.args, task.kwargs)
         except BaseException as exc:
             if ext is not None and ext.retry is not None and owner.try_again(task, exc):
                 # Queued again: the task is no longer this worker's. No local holds the
@@ -741,11 +768,12 @@ def _run_over(
         if fatal or lane is None or not (lane.survive_failures and isinstance(error, Exception)):
             _end_series(task, owner, tally, FAILED, error, fatal)
             return
-        _SERIES_LOGGER.error(
-            "Recurring task %s in lane %r raised; its series goes on",
+        LOGGER.error(
+            "Recurring task %s%s raised; its series goes on",
             callable_name(task.fn),
-            lane.name,
+            in_lane(lane),
             exc_info=error,
+            extra=fields(task.fn, lane, error=error_name(error)),
         )
         del error
         state = FAILED
@@ -763,8 +791,15 @@ def _run_over(
 def _end_series(
     task: Task, owner: Owner, tally: Tally, state: int, error: BaseException, schedule: bool
 ) -> None:
-    what = "The schedule of recurring task %s" if schedule else "Recurring task %s"
-    _SERIES_LOGGER.error(what + " raised; its series ends", callable_name(task.fn), exc_info=error)
+    what = "The schedule of recurring task %s%s" if schedule else "Recurring task %s%s"
+    lane = cast(MoreHooks, task.ext).lane
+    LOGGER.error(
+        what + " raised; its series ends",
+        callable_name(task.fn),
+        in_lane(lane),
+        exc_info=error,
+        extra=fields(task.fn, lane, error=error_name(error)),
+    )
     tally[state] += 1
     task.fail(error)
     del error  # its traceback holds this frame

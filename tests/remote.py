@@ -3,11 +3,16 @@ worker's), which import them from this module by name."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 import time
 from pathlib import Path
 
 _value: object = None
+
+# Read by a task in whatever process runs it: a process pool's child has its own context,
+# never the submitter's (a contextvars.Context cannot be pickled).
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
 
 
 def square(x: int) -> int:
@@ -78,3 +83,7 @@ def fail_until(path: str, failures: int) -> int:
     if calls <= failures:
         raise ValueError(f"call {calls}")
     return calls
+
+
+def request() -> str:
+    return REQUEST.get()

@@ -158,6 +158,7 @@ def constructed() -> None:
     PriorityExecutor(max_waiting=100)
     PriorityExecutor(max_waiting=100, waiting_timeout=0.5)
     PriorityExecutor(max_waiting=100, waiting_timeout=timedelta(seconds=1))
+    PriorityExecutor(inherit_context=False)
 
 
 def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
@@ -220,4 +221,5 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
     ex.reschedule(ex.submit(h), 1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     PriorityExecutor(policy=Fifo)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(backend="thread")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(inherit_context=None)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ManualClock().advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
