@@ -45,6 +45,7 @@ from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._task import Extended, Owner, OwnFuture, Task
 from ._waiting import WaitingTask
+from ._work_queue import WorkQueue
 from ._workers import WorkerPool
 
 _DEFAULT_POLICY = PriorityFirst()
@@ -78,8 +79,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     # A ThreadPoolExecutor for whoever checks (asyncio's set_default_executor(), grpc), but
     # none of its machinery: its __init__ is not called, so its queue, threads and locks do
     # not exist, and every method of it that would reach them is replaced below. What it
-    # has is what clients read: _max_workers, _thread_name_prefix, and the class attribute
-    # BROKEN (Python 3.14 reads it for the exception of a broken pool; set here for every
+    # has is what clients read: _max_workers, _thread_name_prefix, _work_queue (a view of
+    # the waiting tasks that drains as its queue does: see _work_queue), and the class
+    # attribute BROKEN (Python 3.14 reads it for the exception of a broken pool; set here for every
     # Python, as it is what this executor raises). prepare_context() (3.14) is inherited
     # and never called: the initializer runs in this executor's own workers.
     BROKEN = BrokenThreadPool
@@ -136,6 +138,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, gate)
         _lifecycle.register(scheduler)
+        # Drained by clients as ThreadPoolExecutor's queue.SimpleQueue: google-cloud-pubsub
+        # hands the messages of tasks not started back, dask.distributed clears it.
+        self._work_queue = WorkQueue(scheduler)  # type: ignore[assignment]
         # How its tasks' futures reach the scheduler (see OwnFuture).
         self._owner: weakref.ref[Owner] = weakref.ref(scheduler)
         # The futures of its tasks: those of a series, or of a task tried again, stay ours
