@@ -172,7 +172,9 @@ class WorkQueue:
             if task.state <= READY:  # else started, cancelled or expired since the snapshot
                 core.claim(task, CANCELLED, effects)
                 core.discarded(effects)  # its room is free: max_waiting's gate, its lane's
-                taken = task.hand_over()
+                # The client runs the call as it likes: in its own context, as with
+                # ThreadPoolExecutor's work items.
+                taken = task.hand_over()[:4]
                 break
         self._seen = self._state(effects) if keep else None
         return taken
