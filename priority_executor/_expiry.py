@@ -15,6 +15,7 @@ from concurrent.futures import CancelledError, Future
 from typing import Any, Callable
 
 from ._arguments import callable_name
+from ._clock import wall_datetime
 
 _LOGGER = logging.getLogger("priority_executor")
 
@@ -41,11 +42,20 @@ class Expired(CancelledError):
 
 def mark_expired(future: Future[Any], fn: Callable[..., Any], wall: float) -> None:
     """The task of ``future``, whose call is ``fn``, expired at ``wall`` (a time.time()):
-    say so on the future, before it is cancelled, and in the log."""
-    when = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone()
+    say so on the future, before it is cancelled, and in the log.
+
+    Raises nothing that a user's objects do not: its caller cancels the future next, and
+    a future left pending would hang whoever waits for it."""
+    when = wall_datetime(wall).astimezone()
     name = callable_name(fn)
     future._expired = (when, name)  # type: ignore[attr-defined]
-    _LOGGER.debug("Task %s expired: not started by its deadline, %s", name, when)
+    if _LOGGER.isEnabledFor(logging.DEBUG):
+        # Once the future is cancelled: a filter or handler of the user's that raises
+        # leaves no future pending, and the future logs what it raised, as for any
+        # done-callback.
+        future.add_done_callback(
+            lambda _: _LOGGER.debug("Task %s expired: not started by its deadline, %s", name, when)
+        )
 
 
 def raise_if_expired(future: Future[Any]) -> None:
