@@ -78,7 +78,8 @@ class ManualClock:
     the real wall time when the clock is made, and moves with it; ``step_wall()`` steps it
     alone, as NTP or a laptop waking from sleep steps the system clock, and
     ``advance_to()`` moves time on until the wall clock shows a given moment: so tests of
-    calendar schedules (DST nights, clock steps) are deterministic.
+    calendar schedules (DST nights, clock steps) are deterministic. A wall time beyond the
+    years 1 to 9999 that a datetime shows is refused (``ValueError``), moving nothing.
     """
 
     def __init__(
@@ -90,6 +91,7 @@ class ManualClock:
             raise ValueError(f"start must be finite, got {start!r}")
         self._now = float(start)
         self._wall_offset = _timestamp("wall", time.time() if wall is None else wall) - self._now
+        _check_wall("wall", wall, self.wall())
         self._advancing = threading.Lock()  # two advances at once move time by both
         # Held strongly, as a promoter thread holds its scheduler: an executor dropped
         # without shutdown() still runs its delayed tasks when the clock reaches them.
@@ -110,7 +112,7 @@ class ManualClock:
         """Move time forward by ``seconds`` (a number or a ``timedelta``, as ``delay``
         takes) and promote, in this thread, everything that became due."""
         step = _arguments.seconds("seconds", seconds)
-        self._move(lambda now, wall_offset: (now + step, wall_offset))
+        self._move("seconds", seconds, lambda now, wall_offset: (now + step, wall_offset))
 
     def advance_to(self, moment: datetime.datetime) -> None:
         """Move time forward until the wall clock shows ``moment`` (an aware datetime; a
@@ -126,19 +128,26 @@ class ManualClock:
                 raise ValueError(f"moment={moment!r} has passed: the clock shows {shown}")
             return until, wall_offset
 
-        self._move(change)
+        self._move("moment", moment, change)
 
     def step_wall(self, seconds: float | datetime.timedelta) -> None:
         """Step the wall time alone by ``seconds`` (negative: back), leaving the clock's
         own time where it is, as NTP or a resume from sleep steps the system clock; then
         promote, as ``advance()`` does, what the wall clock has made due."""
         step = _arguments.seconds("seconds", seconds, signed=True)
-        self._move(lambda now, wall_offset: (now, wall_offset + step))
+        self._move("seconds", seconds, lambda now, wall_offset: (now, wall_offset + step))
 
-    def _move(self, change: Callable[[float, float], tuple[float, float]]) -> None:
-        """Set the time and the wall offset to ``change(now, wall_offset)``, then promote."""
+    def _move(
+        self, name: str, value: object, change: Callable[[float, float], tuple[float, float]]
+    ) -> None:
+        """Set the time and the wall offset to ``change(now, wall_offset)``, then promote.
+        ``name`` and ``value``: the argument that asked for it, as an error names it."""
         with self._advancing:
-            self._now, self._wall_offset = change(self._now, self._wall_offset)
+            now, wall_offset = change(self._now, self._wall_offset)
+            # Checked before anything moves: a wall time no datetime shows would fail the
+            # next expiry or waiting() that shows it, long after this call returned.
+            _check_wall(name, value, wall_offset + now)
+            self._now, self._wall_offset = now, wall_offset
             schedulers = list(self._schedulers)
         # Outside ``_advancing``: completing the futures of expired tasks runs their
         # callbacks, and one may advance this clock again. Each executor's expired futures
@@ -186,9 +195,38 @@ class ManualClock:
         return f"ManualClock(now={self._now!r}, wall={wall.isoformat()})"
 
 
+# The wall times that an aware datetime shows in every time zone (none is a day off
+# UTC): what a ManualClock's wall time may be, and how far wall_datetime() goes.
+_UTC = datetime.timezone.utc
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
+_DAY = datetime.timedelta(days=1)
+_FIRST_WALL = (datetime.datetime.min.replace(tzinfo=_UTC) + _DAY - _EPOCH).total_seconds()
+_LAST_WALL = (datetime.datetime.max.replace(tzinfo=_UTC) - _DAY - _EPOCH).total_seconds()
+
+
+def wall_datetime(wall: float) -> datetime.datetime:
+    """``wall`` (a ``time.time()``) as an aware datetime in UTC, to the nearest microsecond;
+    a time beyond what every zone can show (a delay of 1e12 s) as the nearest one that is."""
+    return datetime.datetime.fromtimestamp(min(max(wall, _FIRST_WALL), _LAST_WALL), _UTC)
+
+
+def _check_wall(name: str, value: object, wall: float) -> None:
+    if not _FIRST_WALL <= wall <= _LAST_WALL:
+        shown = repr(value)
+        if len(shown) > 40:
+            shown = shown[:20] + "..."
+        raise ValueError(
+            f"{name}={shown} would set the wall clock to {wall!r} (a time.time()), beyond"
+            " the years 1 to 9999 that a datetime shows"
+        )
+
+
 def _timestamp(name: str, moment: object) -> float:
     if isinstance(moment, datetime.datetime):
-        return moment.timestamp()
+        try:
+            return moment.timestamp()
+        except (OverflowError, ValueError, OSError):  # a naive time the OS cannot place
+            raise ValueError(f"{name}={moment!r} cannot be placed in time") from None
     if isinstance(moment, (int, float)) and not isinstance(moment, bool):
         if math.isfinite(moment):
             return float(moment)

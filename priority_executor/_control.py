@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ._arguments import check_deadline
 from ._calendar import Calendar
+from ._clock import wall_datetime
 from ._extension import Extension
 from ._stats import ExecutorStats, make_stats
 from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, Extended, OwnFuture, Task
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ._scheduler import Scheduler
     from ._task import Holder, Lane
     from ._waiting import HeldBy
+
+_MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 def stats(core: Scheduler) -> ExecutorStats:
@@ -98,8 +101,11 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
         held: dict[object, tuple[LaneState, HeldBy, float] | None] = {
             holder: holder.holding(now) for holder in core.holders
         }
+        # As the clock shows it now: the one the scheduler keeps is looked at again only
+        # while a task waits for a wall-clock time, so it misses a step made meanwhile.
+        wall_offset = core.wall_time.clock.wall_offset()
         return [
-            _waiting_task(task, state, now, held, core.wall_time.offset)
+            _waiting_task(task, state, now, held, wall_offset)
             for state, tasks in (
                 ("ready", ready),
                 ("throttled", [e[-1] for e in throttled]),
@@ -128,9 +134,16 @@ def _waiting_task(
     wall = None if ext is None else ext.wall_due
     recurrence = None if ext is None else ext.recurrence
     zone = recurrence.zone() if isinstance(recurrence, Calendar) else None
-    runs_at = datetime.datetime.fromtimestamp(
-        task._when + wall_offset if wall is None else wall, datetime.timezone.utc
-    ).astimezone(zone)
+    # To the microsecond, as a datetime shows it: the first at which it is due, not the
+    # nearest, so that advance_to(runs_at) makes it due.
+    if wall is None:
+        runs_at = wall_datetime(task._when + wall_offset)
+        early = runs_at.timestamp() - wall_offset < task._when
+    else:
+        runs_at = wall_datetime(wall)
+        early = runs_at.timestamp() < wall
+    if early:
+        runs_at += _MICROSECOND
     return WaitingTask(
         future=task.future,
         fn=task.fn,
@@ -142,7 +155,7 @@ def _waiting_task(
         held_by=None if holding is None else holding[1],
         starts_in=None if holding is None or holding[2] == math.inf else holding[2] - now,
         held_in=None if holding is None else holding[0].name,
-        runs_at=runs_at,
+        runs_at=runs_at.astimezone(zone),
     )
 
 

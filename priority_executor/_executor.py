@@ -155,8 +155,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # Named lanes: every one while anything references it; those made with options in
         # _kept as well, until their shutdown, so that their limits hold whoever looks them
         # up. One made without has nothing to lose: once idle and unreferenced, it is gone.
+        # The names of those kept that were shut down, in _shut: a lookup without options
+        # must not make a lane without the limits of the one it names.
         self._lanes: weakref.WeakValueDictionary[str, LaneState] = weakref.WeakValueDictionary()
         self._kept: dict[str, LaneState] = {}
+        self._shut: set[str] = set()
         self._lanes_lock = threading.Lock()
 
     def _schedule(
@@ -324,7 +327,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         gives must equal the lane's, as they are now (after any ``configure()``). Made
         with options, it keeps them until its ``shutdown()``, whether or not a reference to
         it is kept; made without, it is
-        forgotten once idle and unreferenced. Raises ``RuntimeError`` after ``shutdown()``.
+        forgotten once idle and unreferenced. Raises ``RuntimeError`` after ``shutdown()``,
+        and for a name whose lane with options was shut down, unless options are given:
+        then they make a new lane of that name.
         """
         state = make_lane_state(
             name,
@@ -353,6 +358,13 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         with self._lanes_lock:
             live = self._lanes.get(name)
             if live is None or live.closed:
+                if name in self._shut:
+                    if given == _LANE_DEFAULTS:
+                        raise RuntimeError(
+                            f"lane {name!r} was shut down, and its limits with it: give"
+                            " options to make a new lane of that name"
+                        )
+                    self._shut.remove(name)
                 self._lanes[name] = state
                 if given != _LANE_DEFAULTS:
                     self._kept[name] = state
@@ -418,10 +430,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 self._kept[state.name] = state
 
     def _forget_lane(self, state: LaneState) -> None:
-        """A lane was shut down: its name is free, its memory given back once it drains."""
+        """A lane was shut down: its memory given back once it drains; the name of one
+        kept for its options stays taken (see lane())."""
         with self._lanes_lock:
             if state.name is not None and self._kept.get(state.name) is state:
                 del self._kept[state.name]
+                self._shut.add(state.name)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; cancel recurring series; with ``cancel_futures``, also every

@@ -10,10 +10,12 @@ before it is cancelled, so whoever sees it cancelled finds it.
 from __future__ import annotations
 
 import datetime
+import logging
 from concurrent.futures import CancelledError, Future
 from typing import Any, Callable
 
 from ._arguments import callable_name
+from ._clock import wall_datetime
 from ._logs import LOGGER, Named, fields
 
 
@@ -41,16 +43,23 @@ def mark_expired(
     future: Future[Any], fn: Callable[..., Any], lane: Named | None, wall: float
 ) -> None:
     """The task of ``future``, whose call is ``fn``, in ``lane``, expired at ``wall`` (a
-    time.time()): say so on the future, before it is cancelled, and in the log."""
-    when = datetime.datetime.fromtimestamp(wall, datetime.timezone.utc).astimezone()
+    time.time()): say so on the future, before it is cancelled, and in the log.
+
+    Raises nothing that a user's objects do not: its caller cancels the future next, and
+    a future left pending would hang whoever waits for it."""
+    when = wall_datetime(wall).astimezone()
     name = callable_name(fn)
     future._expired = (when, name)  # type: ignore[attr-defined]
-    LOGGER.debug(
-        "Task %s expired: not started by its deadline, %s",
-        name,
-        when,
-        extra=fields(fn, lane, deadline=when.isoformat()),
-    )
+    if LOGGER.isEnabledFor(logging.DEBUG):
+        extra = fields(fn, lane, deadline=when.isoformat())
+        # Once the future is cancelled: a filter or handler of the user's that raises
+        # leaves no future pending, and the future logs what it raised, as for any
+        # done-callback.
+        future.add_done_callback(
+            lambda _: LOGGER.debug(
+                "Task %s expired: not started by its deadline, %s", name, when, extra=extra
+            )
+        )
 
 
 def raise_if_expired(future: Future[Any]) -> None:

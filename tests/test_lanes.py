@@ -541,8 +541,9 @@ def test_closing_a_lane_leaves_the_executor_and_other_lanes_running() -> None:
             lane.submit(int)
         assert other.submit(int).result(timeout=TIMEOUT) == 0
         assert ex.submit(int).result(timeout=TIMEOUT) == 0
-        # The name is free again.
-        assert ex.lane("closing") is not lane
+        # Its name stays taken: a lookup without its limits is refused.
+        with pytest.raises(RuntimeError, match="'closing' was shut down"):
+            ex.lane("closing")
 
 
 def test_closing_a_lane_with_cancel_futures_cancels_only_its_waiting_tasks() -> None:
@@ -712,9 +713,10 @@ def test_submits_cancels_and_shutdown_racing_keep_every_limit_and_lose_nothing(
 
 def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
     # One lane per tenant, each used once: a lane without options is forgotten once idle,
-    # one with options once shut down, so memory does not grow with the number of tenants
-    # ever seen. Counted in the interpreter's allocated blocks (tracemalloc would triple
-    # the test's time): 100k live lanes would hold over a million.
+    # one with options once shut down, but for its name, which stays taken (one block: the
+    # str), so memory does not grow with the number of tenants ever seen by more than their
+    # names. Counted in the interpreter's allocated blocks (tracemalloc would triple the
+    # test's time): 100k live lanes would hold over a million.
     with PriorityExecutor(2) as ex:
         ex.lane("warm-up", max_running=1).submit(int).result(timeout=TIMEOUT)
         gc.collect()
@@ -732,7 +734,8 @@ def test_a_hundred_thousand_idle_named_lanes_cost_no_memory() -> None:
         settle(ex)
         gc.collect()
         after = sys.getallocatedblocks()
-        assert after <= 1.1 * before, f"{after - before} blocks left by 100k idle lanes"
+        names = 50_000  # of the lanes made with options, shut down
+        assert after <= 1.1 * before + names, f"{after - before} blocks left by 100k idle lanes"
         assert ex.stats().completed == 100_001
         assert list(ex.lanes()) == ["warm-up"]
 
