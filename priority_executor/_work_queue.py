@@ -172,9 +172,12 @@ class WorkQueue:
             if task.state <= READY:  # else started, cancelled or expired since the snapshot
                 core.claim(task, CANCELLED, effects)
                 core.discarded(effects)  # its room is free: max_waiting's gate, its lane's
-                # The client runs the call as it likes: in its own context, as with
-                # ThreadPoolExecutor's work items.
-                taken = task.hand_over()[:4]
+                future, fn, args, kwargs, context = task.hand_over()
+                taken = (future, fn, args, kwargs)
+                # The client runs the call as it likes, in its own context, as with
+                # ThreadPoolExecutor's work items. The task's is let go of after the
+                # lock: its values' __del__ may run.
+                effects.drop.append(context)
                 break
         self._seen = self._state(effects) if keep else None
         return taken
