@@ -700,7 +700,7 @@ def test_a_cancelled_series_lets_go_of_its_call(fn_kind: str, when: str) -> None
 
 # -- timers measured from after promotion -----------------------------------------------------
 
-SLOW_KEY = 0.5  # how long one sort_key() call takes
+SLOW_KEY = 1.5  # how long one sort_key() call takes: late by it, or by load (well under it)
 
 
 def test_a_timer_is_not_late_by_the_time_a_promotion_took() -> None:

@@ -403,4 +403,6 @@ def test_the_promoter_wakes_from_short_sleeps_on_a_busy_machine() -> None:
         for burner in burners:
             burner.join(TIMEOUT)
         planner.promoter.wake()  # frees it if it hung (on the lock that a wake-up releases)
-    assert planner.rounds > 1000
+    # About 100,000 rounds alone; a few hundred on a machine busy with other work. A sleep
+    # that never ended stops them at one.
+    assert planner.rounds > 100
