@@ -38,6 +38,7 @@ from ._clock import Clock, ManualClock, MonotonicClock
 from ._extension import Extension
 from ._gate import make_gate
 from ._lanes import Lane, LaneState, make_lane_state, parent_state
+from ._options import Options
 from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence
 from ._retry import Retry, check_retry
@@ -171,6 +172,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         delay: float | timedelta | None,
         run_at: datetime | None,
         expires: float | timedelta | datetime | None,
+        options: Options | None = None,
         lane: LaneState | None = None,
     ) -> Future[Any]:
         clock = self._clock
@@ -193,13 +195,13 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # attempt's call is handed off.
         future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
-        if lane is None and deadline is None and retry is None and wall is None:
+        plain = deadline is None and retry is None and wall is None and options is None
+        if lane is None and plain:
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
         else:
             task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
             # A lane is the extension of its tasks that have no other feature.
-            only_lane = deadline is None and retry is None and wall is None
-            task.ext = lane if only_lane else Extension(deadline, lane, retry, None, wall)
+            task.ext = lane if plain else Extension(deadline, lane, retry, None, wall, options)
         scheduler.add(task, due <= now)
         return future
 
@@ -222,6 +224,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         priority: int | None,
         delay: float | timedelta | None,
         run_at: datetime | None,
+        options: Options | None = None,
         lane: LaneState | None = None,
     ) -> Future[None]:
         if "expires" in kwargs:
@@ -269,7 +272,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         future: OwnFuture[None] = OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall)
+        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options)
         scheduler.add(task, due <= now)
         return future
 

@@ -33,6 +33,7 @@ from ._task import (
 
 if TYPE_CHECKING:
     from ._effects import Effects
+    from ._options import Options
 
 
 class Extension:
@@ -46,6 +47,7 @@ class Extension:
         "error",
         "expiry",
         "lane",
+        "options",
         "recurrence",
         "retry",
         "wall_due",
@@ -59,8 +61,10 @@ class Extension:
         retry: Retry | None,
         recurrence: Recurrence | Calendar | None,
         wall_due: float | None = None,
+        options: Options | None = None,
     ) -> None:
         self.deadline = deadline
+        self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
         self.wall_due = wall_due
@@ -165,7 +169,9 @@ class Extension:
         return due
 
     def copy(self, task: Task) -> Extension:
-        new = Extension(self.deadline, self.lane, self.retry, self.recurrence, self.wall_due)
+        new = Extension(
+            self.deadline, self.lane, self.retry, self.recurrence, self.wall_due, self.options
+        )
         new.attempt = self.attempt
         new.error = self.error
         return new

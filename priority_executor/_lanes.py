@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ._calendar import Schedule
     from ._effects import Effects
     from ._fair import Share
+    from ._options import Options
     from ._retry import Retry
     from ._scheduler import Scheduler
 
@@ -1001,8 +1002,11 @@ class Lane(Executor):
         delay: float | timedelta | None,
         run_at: datetime | None,
         expires: float | timedelta | datetime | None,
+        options: Options | None = None,
     ) -> Future[Any]:
-        return self._schedule_in(fn, args, kwargs, priority, delay, run_at, expires, self._state)
+        return self._schedule_in(
+            fn, args, kwargs, priority, delay, run_at, expires, options, self._state
+        )
 
     def _schedule_recurring(
         self,
@@ -1014,9 +1018,10 @@ class Lane(Executor):
         priority: int | None,
         delay: float | timedelta | None,
         run_at: datetime | None,
+        options: Options | None = None,
     ) -> Future[None]:
         return self._schedule_recurring_in(
-            fn, args, kwargs, interval, fixed_rate, priority, delay, run_at, self._state
+            fn, args, kwargs, interval, fixed_rate, priority, delay, run_at, options, self._state
         )
 
     def configure(

@@ -19,6 +19,7 @@ from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 from ._calendar import Schedule
+from ._options import Options
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -47,6 +48,7 @@ class Executor(futures.Executor):
         delay: float | timedelta | None,
         run_at: datetime | None,
         expires: float | timedelta | datetime | None,
+        options: Options | None = None,
     ) -> Future[Any]: ...
 
     @abc.abstractmethod
@@ -60,7 +62,13 @@ class Executor(futures.Executor):
         priority: int | None,
         delay: float | timedelta | None,
         run_at: datetime | None,
+        options: Options | None = None,
     ) -> Future[None]: ...
+
+    def options(self) -> WithOptions:
+        """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
+        ``map()`` give each task these options, which ``submit()`` has no keyword for."""
+        return WithOptions(self, Options())
 
     # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
@@ -279,3 +287,46 @@ def _result_or_cancel(future: Future[T], timeout: float | None) -> T:
     finally:
         # The future holds the exception, whose traceback holds this frame: break the cycle.
         del future
+
+
+class WithOptions(Executor):
+    """What ``options()`` returns: ``target``'s submits, each task with ``options``. A view
+    holds nothing else: keep it, or make one for a call."""
+
+    def __init__(self, target: Executor, options: Options) -> None:
+        self._target = target
+        self._options = options
+
+    def _schedule(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        expires: float | timedelta | datetime | None,
+        options: Options | None = None,
+    ) -> Future[Any]:
+        return self._target._schedule(
+            fn, args, kwargs, priority, delay, run_at, expires, self._options
+        )
+
+    def _schedule_recurring(
+        self,
+        fn: Callable[..., object],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        interval: float | timedelta | Schedule,
+        fixed_rate: bool,
+        priority: int | None,
+        delay: float | timedelta | None,
+        run_at: datetime | None,
+        options: Options | None = None,
+    ) -> Future[None]:
+        return self._target._schedule_recurring(
+            fn, args, kwargs, interval, fixed_rate, priority, delay, run_at, self._options
+        )
+
+    def __repr__(self) -> str:
+        return f"<options of {self._target!r}>"
