@@ -52,7 +52,7 @@ from ._workers import WorkerPool
 _DEFAULT_POLICY = PriorityFirst()
 _LANE_DEFAULTS = make_lane_state(
     None, None, None, None, None, None, None, False, None, None
-).options()
+).settings()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
@@ -353,7 +353,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._scheduler.check_open()
         if name is None:
             return self._new_lane(state)
-        given = state.options()
+        given = state.settings()
         if rates is None:
             # Made of max_starts and per, each compared on its own: per left out is no
             # claim on the lane's.
@@ -372,7 +372,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 if given != _LANE_DEFAULTS:
                     self._kept[name] = state
                 return self._new_lane(state)
-            for option, value in live.options().items():
+            for option, value in live.settings().items():
                 if given[option] != _LANE_DEFAULTS[option] and given[option] != value:
                     raise ValueError(
                         f"lane {name!r} has {option}={value!r}, not {given[option]!r}: a named"
@@ -428,7 +428,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 state.name is not None
                 and not state.closed
                 and self._lanes.get(state.name) is state
-                and state.options() != _LANE_DEFAULTS
+                and state.settings() != _LANE_DEFAULTS
             ):
                 self._kept[state.name] = state
 

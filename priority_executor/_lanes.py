@@ -172,7 +172,8 @@ class LaneState:
     def rates(self) -> tuple[tuple[int, float], ...]:
         return tuple((window.limit, window.per) for window in self.windows)
 
-    def options(self) -> dict[str, object]:
+    def settings(self) -> dict[str, object]:
+        """The options it was made with, as ``executor.lane()`` takes them."""
         rates = self.rates
         return {
             "priority": self.priority,
@@ -573,6 +574,7 @@ class LaneState:
     # -- as the extension of its tasks that have no other feature (see _task.Hooks) ---------
 
     lock_free = True
+    options = None  # a task with per-call options has an Extension (see _options)
     deadline = None
     recurrence = None
     error = None
@@ -1077,7 +1079,7 @@ class Lane(Executor):
 
     def __repr__(self) -> str:
         state = self._state
-        options = state.options()
+        options = state.settings()
         rates = state.rates
         del options["rates"], options["parent"]
         if len(rates) > 1:
