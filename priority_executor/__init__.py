@@ -6,6 +6,7 @@ from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
 from ._lanes import Lane
+from ._limits import Smooth
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
@@ -26,6 +27,7 @@ __all__ = [
     "QueueFull",
     "Retry",
     "Schedule",
+    "Smooth",
     "TaskInfo",
     "WaitingTask",
 ]

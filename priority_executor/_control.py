@@ -18,9 +18,9 @@ from ._waiting import WaitingState, WaitingTask
 
 if TYPE_CHECKING:
     from ._effects import Effects
-    from ._lanes import LaneState
+    from ._lane_engine import LaneState
     from ._scheduler import Scheduler
-    from ._task import Holder, Lane
+    from ._task import Lane
     from ._waiting import HeldBy
 
 _MICROSECOND = datetime.timedelta(microseconds=1)
@@ -28,8 +28,8 @@ _MICROSECOND = datetime.timedelta(microseconds=1)
 
 def stats(core: Scheduler) -> ExecutorStats:
     def step(effects: Effects) -> ExecutorStats:
-        # A lane's ready tasks beyond its room count as throttled (see held_back): its
-        # posted run ends first, and the intake's tasks, due, are ready or held back too.
+        # The posted run ends first, and the intake's tasks, due, are ready or throttled
+        # (see _lane_engine).
         core.count_posted(effects)
         core.drain_intake(effects)
         counts = list(core.counts)
@@ -40,10 +40,6 @@ def stats(core: Scheduler) -> ExecutorStats:
                 counts[state] += n
                 counts[STARTED] -= n
         counts[READY] += counts[INTAKE] + len(core.intake)  # appended since the drain
-        now = core.now()
-        held = sum(holder.held_back(now) for holder in core.holders)
-        counts[READY] -= held
-        counts[THROTTLED] += held
         return make_stats(counts, core.retries)
 
     return core.locked(step)
@@ -52,43 +48,31 @@ def stats(core: Scheduler) -> ExecutorStats:
 def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
     """Every task not started yet (of ``lane``, if given), in one snapshot taken under
     the lock: the ready ones in the order workers would take them, then the throttled
-    ones in the same order (a lane's ready tasks beyond its room among them: see
-    ``held_back``), with the limit that holds them back, then the others by due time."""
+    ones in the same order, with the limit that holds them back, then the others by due
+    time."""
 
     def step(effects: Effects) -> list[WaitingTask]:
         now = core.now()
         # As a worker would: the intake's tasks are due, the lanes' room is back.
         core.count_posted(effects)
         core.drain_intake(effects)
-        # A stale entry (its task claimed, or a series' run re-queued since) is skipped.
+        # A stale entry (its task claimed, or a series' run re-queued since) is skipped,
+        # and a lane's task given its room again is listed once.
         fair = core.fair
         listed = (*core.in_order, *core.ready) if fair is None else fair.entries()
-        due = [e for e in listed if e[-1].state == READY and e[-2] == e[-1]._seq]
+        due = list(
+            {id(e): e for e in listed if e[-1].state == READY and e[-2] == e[-1]._seq}.values()
+        )
         due = sorted(due) if fair is None else fair.preview(due)
-        ready: list[Task] = []
-        throttled = [
-            entry
-            for holder in core.holders
-            for entry in holder.throttled
-            if entry[-1].state == THROTTLED
-        ]
-        room: dict[object, int] = {}  # what each lane lets start now, in the workers' order
-        for entry in due:
-            task = entry[-1]
-            own = None if task.ext is None else task.ext.lane
-            if own is None:
-                ready.append(task)
-                continue
-            left = room.get(own)
-            if left is None:
-                holder = cast("Holder", own)
-                left = holder.counts[READY] - holder.held_back(now)
-            room[own] = left - 1
-            if left > 0:
-                ready.append(task)
-            else:
-                throttled.append(entry)
-        throttled.sort()
+        ready = [entry[-1] for entry in due]
+        throttled = sorted(
+            {
+                id(entry): entry
+                for holder in core.holders
+                for entry in holder.throttled
+                if entry[-1].state == THROTTLED
+            }.values()
+        )
         seen: set[int] = set()
         pending: list[Task] = []
         for timer in core.timers:
@@ -221,7 +205,7 @@ def reschedule(
             core.series.discard(task)
         # Queued before the original is claimed: its lane never looks idle meanwhile
         # (a lane's shutdown(wait=True) would return).
-        core.queue(new, None, effects, held=was == THROTTLED)
+        core.queue(new, None, effects)
         core.claim(task, VOID, effects)
         task.hand_over()  # the copy holds the call: nothing is freed here
         core.discarded(effects)

@@ -37,7 +37,9 @@ from ._calendar import Calendar, Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._extension import Extension
 from ._gate import make_gate
-from ._lanes import Lane, LaneState, make_lane_state, parent_state
+from ._lane_engine import LaneState
+from ._lanes import Lane, make_lane_state, parent_state
+from ._limits import Smooth
 from ._options import Options
 from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence
@@ -304,7 +306,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         survive_failures: bool = False,
         max_waiting: int | None = None,
         waiting_timeout: float | timedelta | None = None,
-        rates: Sequence[tuple[int, float | timedelta]] | None = None,
+        rates: Sequence[tuple[int, float | timedelta] | Smooth] | None = None,
         weight: float | None = None,
         parent: Lane | None = None,
     ) -> Lane:
@@ -319,7 +321,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         a submit to the lane needs room under both bounds, the lane's and the executor's
         (it waits for the lane's first, so a lane at its bound holds back no other lane).
         ``rates``: ``(max_starts, per)`` pairs, every one a sliding window that holds (in
-        place of ``max_starts`` and ``per``). ``weight``: among due tasks of the same
+        place of ``max_starts`` and ``per``), and ``Smooth`` rates, whose starts are spaced
+        evenly. ``weight``: among due tasks of the same
         priority, workers are shared between backlogged lanes in proportion to their
         weights (a lane without one weighs 1, as the tasks without a lane do together).
         ``parent``: a lane of this executor that this one sits in: a task starts only when

@@ -10,10 +10,10 @@ asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry it
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._calendar import Calendar
-from ._lanes import LaneState
+from ._lane_engine import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
 from ._task import (
@@ -22,7 +22,6 @@ from ._task import (
     PENDING,
     READY,
     STARTED,
-    THROTTLED,
     Call,
     Core,
     Expiry,
@@ -81,14 +80,11 @@ class Extension:
         if self.lane is not None and self.lane.closed:
             raise RuntimeError("cannot schedule new futures after the lane's shutdown")
 
-    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+    def start(self, core: Core) -> int:
         deadline = self.deadline
         if deadline is not None and deadline <= core.now():
             # Its expiry may still be on its way: never start a task that is late.
             return self.late()
-        lane = self.lane
-        if lane is not None and lane.start(task, entry, core, effects) == THROTTLED:
-            return THROTTLED
         self.error = None  # an attempt starts: the last one's outcome is no longer the task's
         return STARTED
 
@@ -114,9 +110,6 @@ class Extension:
                 core.alarm_died()
         if self.lane is not None:
             self.lane.moved(task, was, state, core, effects)
-
-    def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
-        self.lane.hold(entry, core, effects)  # type: ignore[union-attr]  # only a lane's
 
     def let_go(self) -> None:
         self.error = None

@@ -239,12 +239,16 @@ class Scheduler:
             return
         if not self.manual_time:
             self.promoter.start()  # likewise before the task is queued
+        self._add_locked(task, key)
+
+    def _add_locked(self, task: Task, key: Any) -> None:
+        """add(), for a task not due, or one that needs the promoter: under the lock."""
         effects = Effects()
         self.lock.acquire()
         try:
             self.check_open()
-            if ext is not None:
-                ext.check_open()
+            if task.ext is not None:
+                task.ext.check_open()
             self.queue(task, key, effects)
             # A thread that submits in a loop holds the GIL for the switch interval (5 ms)
             # at a time: a task that comes due meanwhile would wait that long for the
@@ -299,18 +303,9 @@ class Scheduler:
             self.discarded(effects)
         return taken_back
 
-    def queue(
-        self,
-        task: Task,
-        key: Any,
-        effects: Effects,
-        was: int | None = None,
-        held: bool = False,
-    ) -> None:
+    def queue(self, task: Task, key: Any, effects: Effects, was: int | None = None) -> None:
         """Queue a task under the lock: to the workers if it is due, else to wait. ``was``:
-        as in ``move()``, for a task that is not new. ``held``: a due task goes straight
-        back behind its lane's limits (a throttled task rescheduled), where the lane
-        releases it when it has room."""
+        as in ``move()``, for a task that is not new."""
         ext = task.ext
         if ext is not None:
             if ext.recurrence is not None:
@@ -333,26 +328,28 @@ class Scheduler:
         elif key is None:
             self.move(task, PENDING, effects, was)
             self._push_timer(task, effects)
-        elif held:
-            self.move(task, THROTTLED, effects, was)
-            task.ext.hold((*key, task._seq, task), self, effects)  # type: ignore[union-attr]
         else:
             self._make_due(task, (*key, task._seq, task), effects, was)
 
     def _make_due(
         self, task: Task, entry: tuple[Any, ...], effects: Effects, was: int | None = None
     ) -> None:
-        """A task is due: to the ready heap, and a worker for it."""
-        self.move(task, READY, effects, was)
-        self._push_ready(entry)
-        self._worker_for(effects)
+        """A task is due: to the ready heap, and a worker for it; a lane's, as its lane
+        says (see _lane_engine)."""
+        ext = task.ext
+        lane = None if ext is None else ext.lane
+        if lane is None:
+            self.make_ready(entry, effects, was, True)
+        else:
+            lane.arrive(entry, self, effects, was, True)
 
-    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> None:
-        """A throttled task may start: back to the ready heap. ``worker_coming``: the caller
-        is a worker on its way to take it, so none is woken for it."""
-        self.move(entry[-1], READY, effects)
+    def make_ready(
+        self, entry: tuple[Any, ...], effects: Effects, was: int | None, wake: bool
+    ) -> None:
+        """To the ready heap; ``wake``: and a worker for it (not if the caller is one)."""
+        self.move(entry[-1], READY, effects, was)
         self._push_ready(entry)
-        if not worker_coming:
+        if wake:
             self._worker_for(effects)
 
     def share_fairly(self) -> None:
@@ -367,9 +364,13 @@ class Scheduler:
             self.in_order.clear()
             self.ready.clear()
 
-    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
-        entry: tuple[Any, ...] = lane.throttled[0]  # type: ignore[attr-defined]  # a LaneState's
+    def standing(self, lane: Lane, entry: tuple[Any, ...], steps: int) -> tuple[Any, ...]:
         return (entry,) if self.fair is None else self.fair.standing(lane, entry, steps)
+
+    def outranks(self, entry: tuple[Any, ...], other: tuple[Any, ...]) -> bool:
+        if self.fair is None:
+            return entry < other
+        return bool(Fair.rank(entry) < Fair.rank(other))
 
     def holding(self, holder: Holder, holds: bool) -> None:
         """``holder`` (a lane) is busy now, or idle: its throttled tasks are waiting tasks
@@ -380,8 +381,8 @@ class Scheduler:
             self.holders.discard(holder)
 
     def drain_intake(self, effects: Effects, closing: object = None) -> None:
-        """Move the intake's tasks to the ready heap. ``closing``: a lane closed just now,
-        whose tasks in the intake are still its own."""
+        """Move the intake's tasks to the ready heap (a lane's, as its lane says).
+        ``closing``: a lane closed just now, whose tasks in the intake are still its own."""
         intake, counts = self.intake, self.counts
         push = self._push_in_order if self.fair is None else self.fair.push
         while intake:
@@ -406,8 +407,8 @@ class Scheduler:
                 # did not wait for it.
                 self.move(task, VOID, effects)
                 continue
-            self.move(task, READY, effects)
-            push(entry)
+            # No worker woken: the submit woke one (see add()).
+            lane.arrive(entry, self, effects, None, False)
 
     def _push_ready(self, entry: tuple[Any, ...]) -> None:
         if self.fair is not None:
@@ -579,15 +580,11 @@ class Scheduler:
     # -- workers -----------------------------------------------------------------------------
 
     def take(self, park: threading.Lock, effects: Effects) -> Task | None:
-        """Claim the best due task for a worker, parking on ``park`` while there is none.
-        ``effects``: the worker's own, empty, for what a task's hooks leave to do.
-
-        Returns a task claimed STARTED, to run, or claimed late (see ``Hooks.late``), to
-        abandon; None when the worker should exit.
-        """
+        """Claim the best due task for a worker, parking on ``park`` while there is none:
+        a task claimed STARTED, to run, or claimed late (see ``Hooks.late``), to abandon;
+        None when the worker should exit. ``effects``: the worker's own, empty."""
         lock, intake, posted, later = self.lock, self.intake, self._posted, self.later
-        in_order, ready = self.in_order, self.ready
-        workers = self.workers
+        in_order, ready, workers = self.in_order, self.ready, self.workers
         idle, handing = workers.idle, workers.handing
         if lock.acquire(False):
             handing.append(None)
@@ -600,11 +597,9 @@ class Scheduler:
                     self.count_posted(effects)
                 if intake:
                     if len(intake) == 1 and not (in_order or ready or self.fair):
-                        # A worker woken for a lone submit, as on an idle pool: that task is
-                        # the best there is, and the drain would push it only for the loop
-                        # below to pop it at once. Claimed here instead, with the same net
-                        # effect. A caller waits out this way from the wake-up to the task;
-                        # 10% of the worker's instructions a start (docs/performance.md).
+                        # A lone submit, as on an idle pool: the drain would push it only
+                        # for the loop below to pop it at once; 10% of the worker's
+                        # instructions a start (docs/performance.md).
                         lone: Task = intake[0][-1]
                         if lone.state == INTAKE and lone.ext is None:
                             intake.popleft()
@@ -624,57 +619,17 @@ class Scheduler:
                     if ext is None:
                         self.move(task, STARTED, _NO_EFFECTS)
                         return task
-                    state = ext.start(task, entry, self, effects)
-                    if state == THROTTLED:
-                        continue  # it waits in its lane
-                    self.move(task, state, effects)
+                    if entry[-2] != task._seq:
+                        continue  # of an earlier wait, left by a lane that took room back
+                    self.move(task, ext.start(self), effects)
                     return task
-                fair = self.fair
-                if fair:  # once a lane has a weight, the ready tasks are there instead
-                    taken = fair.pop()
-                    if taken is not None:
-                        entry, task = taken, taken[-1]
-                        ext = task.ext
-                        state = STARTED if ext is None else ext.start(task, entry, self, effects)
-                        if state == THROTTLED:
-                            continue  # it waits in its lane; its share, for its next task
-                        fair.took(state == STARTED)
-                        self.move(task, state, effects)
-                        return task
-                # Read before the look, if closed: see the release before parking, below.
-                ends = None if self.closed is None else self._ends()
-                finished = self._finished()
+                if self.fair:  # once a lane has a weight, the ready tasks are there instead
+                    shared = self._take_shared(effects)
+                    if shared is not None:
+                        return shared
+                finished = self._park(park, effects)
                 if finished:
                     return None
-                if self.shutdown_requested is not None:
-                    handing.pop()
-                    self._release()
-                    try:
-                        self.shutdown(False, self.shutdown_requested)
-                    finally:
-                        workers.lock_for_worker(lock, park)
-                    continue
-                idle.append(park)
-                if intake:  # appended after the drain, perhaps without seeing us idle
-                    workers.withdraw(park)
-                    continue
-                # Workers parked behind this one are idle like it: there is nothing to take.
-                handing.pop()
-                self._release()
-                # But one of them may have parked right after counting the end of a task
-                # that this look took for running (the last one: then nothing else looks
-                # again). Its count came before its attempt at the lock failed, so before
-                # this release: a read after it sees that count, and a worker (this one,
-                # maybe) looks again. Likewise for a step posted meanwhile (a lane's run
-                # that ended: its room may be what a throttled task waits for).
-                if later or (ends is not None and self._ends() != ends):
-                    workers.wake_one()
-                try:
-                    if effects.later or effects.finally_ or effects.drop:
-                        self._apply(effects)  # a lane's timer, say: not after a long sleep
-                    park.acquire()
-                finally:
-                    workers.lock_for_worker(lock, park)
         finally:
             handing.pop()
             lock.release()
@@ -690,6 +645,62 @@ class Scheduler:
                 self.gate.wake()  # a task started: its room is free
             if finished:
                 self._wind_down()
+
+    def _take_shared(self, effects: Effects) -> Task | None:
+        """take(), once fair share is on: the next task by the shares (see _fair)."""
+        fair = cast(Fair, self.fair)
+        while True:
+            entry = fair.pop()
+            if entry is None:
+                return None
+            task: Task = entry[-1]
+            ext = task.ext
+            if ext is not None and entry[-2] != task._seq:
+                fair.took(False)  # left from an earlier wait (see take())
+                continue
+            state = STARTED if ext is None else ext.start(self)
+            fair.took(state == STARTED)
+            self.move(task, state, effects)
+            return task
+
+    def _park(self, park: threading.Lock, effects: Effects) -> bool:
+        """take() found nothing: park the worker until it is woken, the lock released
+        meanwhile; or return True if it should exit."""
+        lock, workers = self.lock, self.workers
+        # Read before the look, if closed: see the release before parking, below.
+        ends = None if self.closed is None else self._ends()
+        if self._finished():
+            return True
+        if self.shutdown_requested is not None:
+            workers.handing.pop()
+            self._release()
+            try:
+                self.shutdown(False, self.shutdown_requested)
+            finally:
+                workers.lock_for_worker(lock, park)
+            return False
+        workers.idle.append(park)
+        if self.intake:  # appended after the drain, perhaps without seeing us idle
+            workers.withdraw(park)
+            return False
+        # Workers parked behind this one are idle like it: there is nothing to take.
+        workers.handing.pop()
+        self._release()
+        # But one of them may have parked right after counting the end of a task that this
+        # look took for running (the last one: then nothing else looks again). Its count
+        # came before its attempt at the lock failed, so before this release: a read after
+        # it sees that count, and a worker (this one, maybe) looks again. Likewise for a
+        # step posted meanwhile (a lane's run that ended: its room may be what a throttled
+        # task waits for).
+        if self.later or (ends is not None and self._ends() != ends):
+            workers.wake_one()
+        try:
+            if effects.later or effects.finally_ or effects.drop:
+                self._apply(effects)  # a lane's timer, say: not after a long sleep
+            park.acquire()
+        finally:
+            workers.lock_for_worker(lock, park)
+        return False
 
     # -- steps posted without the lock -------------------------------------------------------
 

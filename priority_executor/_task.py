@@ -318,7 +318,9 @@ class Core(Protocol):
     def now(self) -> float: ...
     def next_seq(self) -> int: ...
     def move(self, task: Task, state: int, effects: Effects, was: int | None = None) -> None: ...
-    def give_back(self, entry: tuple[Any, ...], effects: Effects, worker_coming: bool) -> None: ...
+    def make_ready(
+        self, entry: tuple[Any, ...], effects: Effects, was: int | None, wake: bool
+    ) -> None: ...
     def holding(self, holder: Holder, holds: bool) -> None: ...
     def set_alarm(self, alarm: Alarm, effects: Effects) -> None: ...
     def alarm_died(self) -> None: ...
@@ -335,9 +337,13 @@ class Core(Protocol):
         """Where wall-clock times fall on the scheduler's clock, and how many tasks wait
         for one (see ``_clock.WallTime``)."""
 
-    def standing(self, lane: Lane, steps: int) -> tuple[Any, ...]:
-        """Where the best throttled task of ``lane`` would stand among the ready ones were
-        it given back, after ``steps`` more of the lane's tasks started (see _fair)."""
+    def standing(self, lane: Lane, entry: tuple[Any, ...], steps: int) -> tuple[Any, ...]:
+        """Where ``entry``, a throttled task of ``lane``, would stand among the ready ones
+        were it given room, after ``steps`` more of the lane's tasks started (see _fair)."""
+
+    def outranks(self, entry: tuple[Any, ...], other: tuple[Any, ...]) -> bool:
+        """Whether the workers would take ``entry`` before ``other`` whatever their shares
+        (see _fair): by the policy's key, or with fair share on, by rank."""
 
 
 class Holder(Protocol):
@@ -347,16 +353,13 @@ class Holder(Protocol):
     throttled: list[tuple[Any, ...]]
     counts: list[int]
 
-    def held_back(self, now: float) -> int:
-        """How many of its ready tasks cannot start now (see ``_lanes.LaneState``)."""
-
     def holding(self, now: float) -> tuple[Any, HeldBy, float] | None:
         """Which limit of which lane (its own, or one it sits in) holds its throttled
         tasks back, and until when."""
 
 
 class Lane(Bounded, Protocol):
-    """A task's lane, as the scheduler sees it (see ``_lanes.LaneState``): its name and
+    """A task's lane, as the scheduler sees it (see ``_lane_engine.LaneState``): its name and
     its gate, as admission sees them (``_gate.Bounded``), and these."""
 
     closed: bool  # by its shutdown: it takes no more tasks
@@ -364,6 +367,11 @@ class Lane(Bounded, Protocol):
     weight: float | None  # its share of the workers (see _fair)
     share: Any  # its due tasks once fair share is on: a _fair.Share, or None
     survive_failures: bool  # its series go on after a failed run
+
+    def arrive(
+        self, entry: tuple[Any, ...], core: Core, effects: Effects, was: int | None, wake: bool
+    ) -> None:
+        """One of its tasks is due: given room (READY) or throttled (see _lane_engine)."""
 
 
 class Hooks(Protocol):
@@ -400,15 +408,13 @@ class Hooks(Protocol):
     def check_open(self) -> None:
         """Raise ``RuntimeError`` if the task's lane takes no more tasks."""
 
-    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+    def start(self, core: Core) -> int:
         """A worker took the task from the ready heap: the state to claim it into (STARTED,
-        or EXPIRED or FAILED if late), or THROTTLED, having held it (see ``hold``)."""
+        or EXPIRED or FAILED if late). A lane's task has its room already (see
+        ``_lane_engine``)."""
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
         """The task moved from ``was`` to ``state`` (see ``Scheduler.move``)."""
-
-    def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
-        """Hold a task of a lane just moved THROTTLED, until its lane has room for it."""
 
     def counted(self, state: int) -> None:
         """A series ended in ``state`` while its run went on: counted, its state unchanged."""

@@ -24,7 +24,6 @@ from priority_executor import Cron, Expired, PriorityExecutor
 from priority_executor.testing import ManualClock
 
 UTC = datetime.timezone.utc
-LANE_ENGINE = "lane engine: room of an enclosing lane"
 # How long a test waits for what must happen at once (a start on an idle worker) before it
 # says it did not: short, as each of these waits fails only on a broken engine.
 PROMPTLY = 5.0
@@ -39,7 +38,6 @@ def _states(ex: Any) -> dict[str, int]:
 # -- 1. A lane's task starts when an enclosing lane's own run ends --------------------------
 
 
-@pytest.mark.xfail(strict=True, run=False, reason=LANE_ENGINE)
 @pytest.mark.timeout(20)
 def test_a_child_task_starts_when_its_parents_own_task_ends_not_after_its_callbacks() -> None:
     ex = PriorityExecutor(max_workers=2)
@@ -84,7 +82,6 @@ def test_runs_at_of_a_delayed_task_follows_a_step_of_the_wall_clock() -> None:
 # -- 3. What a parent's room holds back counts as throttled --------------------------------
 
 
-@pytest.mark.xfail(strict=True, run=False, reason=LANE_ENGINE)
 @pytest.mark.timeout(20)
 def test_a_task_held_back_by_its_parents_room_reads_throttled_held_in_the_parent() -> None:
     ex = PriorityExecutor(max_workers=1)
@@ -184,7 +181,6 @@ def test_an_expired_tasks_future_is_cancelled_even_if_its_log_line_fails() -> No
 # -- 5. A timer is planned for the lane whose limit holds a task back -----------------------
 
 
-@pytest.mark.xfail(strict=True, run=False, reason=LANE_ENGINE)
 @pytest.mark.timeout(20)
 def test_a_task_held_by_a_grandparents_window_starts_when_the_window_passes() -> None:
     clock = ManualClock()
@@ -212,7 +208,6 @@ def test_a_task_held_by_a_grandparents_window_starts_when_the_window_passes() ->
 # -- 6. With weights, a parent's room goes to a task that may start ------------------------
 
 
-@pytest.mark.xfail(strict=True, run=False, reason=LANE_ENGINE)
 @pytest.mark.timeout(20)
 def test_a_parents_room_goes_to_one_of_its_waiting_tasks_with_weights() -> None:
     ex = PriorityExecutor(max_workers=2)
@@ -239,7 +234,6 @@ def test_a_parents_room_goes_to_one_of_its_waiting_tasks_with_weights() -> None:
 # -- 7. A task that the lanes let start while a lane timer is late starts --------------------
 
 
-@pytest.mark.xfail(strict=True, run=False, reason=LANE_ENGINE)
 @pytest.mark.timeout(30)
 def test_a_childs_task_starts_when_its_parents_timer_is_late() -> None:
     # The promoter is late for the parent's timer: on the ManualClock, advance() promotes

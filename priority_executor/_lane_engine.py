@@ -1,0 +1,620 @@
+"""The lane engine: which due task of a lane may start, and who gets a lane's room.
+
+A lane's due task is in one of two states. *Given*: READY, in the ready heap, holding room
+in its lane and every lane it sits in until a worker starts it, which it then may without
+another look. Or *throttled*: in its lane's own heap, out of the workers' way, until room
+is given to it. Room is ``Limits.room(now)`` less the tasks given it: so a lane's READY
+count is exact, and a worker never throttles what it took.
+
+One rule gives room, wherever room may have come (a run's end, a timer, a claim, a
+``configure()``) or a task arrives (``arrive``): the top lane of the tree asks ``_best``
+for the best throttled task whose every lane has room, by the order the workers take tasks
+in (priority, then fair share, then the policy: see ``Core.standing``), gives it its room,
+and asks again. Each lane whose room is what its throttled tasks (or those of the lanes
+inside it) wait for, and that time alone gives back, plans a ``LaneTimer`` for then. A task
+that arrives better than one given the room it needs takes that room (``_take_room``): as
+if the two had arrived in the other order.
+
+A task's start needs room in each lane of its chain, so everything here walks the chain or
+the tree under one top lane: a lane knows its ``top``, how many tasks are throttled in it
+and the lanes inside it (``held``), and which of those lanes hold any (``inner``).
+
+Everything is changed under the scheduler's lock; a run's end is posted (see ``LaneTally``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import weakref
+from collections.abc import Iterator
+from heapq import heapify, heappop, heappush
+from typing import TYPE_CHECKING, Any
+
+from . import _threads
+from ._limits import Limits, Rate
+from ._stats import ExecutorStats, make_stats
+from ._task import (
+    CANCELLED,
+    INTAKE,
+    READY,
+    STARTED,
+    STATES,
+    THROTTLED,
+    WAITING,
+    Alarm,
+    Call,
+    Core,
+    Tally,
+    Task,
+    run,
+)
+from ._waiting import HeldBy
+
+if TYPE_CHECKING:
+    from ._effects import Effects
+    from ._fair import Share
+    from ._gate import Gate
+    from ._retry import Retry
+    from ._scheduler import Scheduler
+
+
+class LaneState:
+    """One lane as the scheduler sees it: its limits, its throttled tasks, the room it gave.
+    Changed only under the scheduler's lock (but ``in_hand``: see LaneTally)."""
+
+    __slots__ = (
+        "__weakref__",
+        "cancelled",
+        "closed",
+        "counts",
+        "drained",
+        "facade",
+        "gate",
+        "given",
+        "held",
+        "in_hand",
+        "inner",
+        "limits",
+        "name",
+        "parent",
+        "priority",
+        "retries",
+        "retry",
+        "root",
+        "share",
+        "survive_failures",
+        "throttled",
+        "timed",
+        "timer",
+        "weight",
+    )
+
+    def __init__(
+        self,
+        name: str | None,
+        priority: int,
+        limits: Limits,
+        retry: Retry | None,
+        survive_failures: bool,
+        gate: Gate | None,
+        weight: float | None = None,
+        parent: LaneState | None = None,
+    ) -> None:
+        self.name = name
+        self.priority = priority
+        self.limits = limits  # counts the runs of the lanes inside it too
+        self.retry = retry
+        self.survive_failures = survive_failures  # its series go on after a failed run
+        # Where its submits wait while max_waiting of its tasks wait (see _gate.admit).
+        self.gate = gate
+        # Its share of the workers among backlogged lanes (see _fair); None: 1, unasked.
+        self.weight = weight
+        self.share: Share | None = None  # its due tasks, once fair share is on
+        self.parent = parent  # its limits hold this lane's tasks too
+        # The lane at the top of its tree, if not itself (which would be a reference cycle,
+        # for the cyclic GC to find): whose room every task in the tree needs.
+        self.root: LaneState | None = None if parent is None else (parent.root or parent)
+        # A limit in time, its own or an enclosing lane's: the promoter starts with the
+        # first task of a timed lane (see Scheduler.add), or as configure() makes one.
+        self.timed: bool = limits.timed or (parent is not None and parent.timed)
+        self.throttled: list[tuple[Any, ...]] = []  # a heap of ready-heap entries
+        self.held = 0  # tasks throttled in this lane and the lanes inside it
+        self.inner: set[LaneState] = set()  # the lanes right inside it with ``held``
+        # The given tasks of this lane and the lanes inside it, with their entries: each
+        # holds room here until it starts or leaves.
+        self.given: dict[Task, tuple[Any, ...]] = {}
+        self.timer: LaneTimer | None = None  # the live one, if any
+        # Its tasks in each state, not in the intake. READY: given; THROTTLED: held here.
+        self.counts = [0] * STATES
+        self.closed = False
+        self.cancelled = False  # by shutdown(cancel_futures=True): no retry is queued
+        self.retries = 0  # retries queued so far
+        self.drained: threading.Event | None = None  # once shut down: set once drained
+        # One entry per worker running one of its tasks, until it is done with the
+        # future (see LaneTally): a list, as append() and pop() are atomic without the lock,
+        # on free-threaded builds too.
+        self.in_hand: list[None] = []
+        self.facade: weakref.ref[Any] | None = None
+
+    @property
+    def max_running(self) -> int | None:
+        return self.limits.max_running
+
+    @property
+    def cooldown(self) -> float | None:
+        return self.limits.cooldown
+
+    @property
+    def rates(self) -> tuple[Rate, ...]:
+        return self.limits.rate_specs()
+
+    def settings(self) -> dict[str, object]:
+        """The options it was made with, as ``executor.lane()`` takes them."""
+        rates = self.rates
+        first = rates[0] if len(rates) == 1 and isinstance(rates[0], tuple) else None
+        return {
+            "priority": self.priority,
+            "max_running": self.max_running,
+            "max_starts": None if first is None else first[0],
+            "per": 1.0 if first is None else first[1],
+            "rates": rates,
+            "cooldown": self.cooldown,
+            "weight": self.weight,
+            "parent": self.parent,
+            "retry": self.retry,
+            "survive_failures": self.survive_failures,
+            "max_waiting": None if self.gate is None else self.gate.limit,
+            "waiting_timeout": None if self.gate is None else self.gate.timeout,
+        }
+
+    def chain(self) -> Iterator[LaneState]:
+        """This lane, then each lane it sits in."""
+        lane: LaneState | None = self
+        while lane is not None:
+            yield lane
+            lane = lane.parent
+
+    def room(self, now: float) -> float:
+        """How many more tasks its own limits let start now, less those given room."""
+        return self.limits.room(now) - len(self.given)
+
+    # -- who gets room -----------------------------------------------------------------------
+
+    def arrive(
+        self, entry: tuple[Any, ...], core: Core, effects: Effects, was: int | None, wake: bool
+    ) -> None:
+        """One of its tasks is due: given room now, or throttled until some is.
+        ``wake``: wake a worker for it (not when the caller is one, on its way to take)."""
+        now = core.now()
+        if not (self.root or self).held and self._free(now):
+            self._give(entry, core, effects, was, wake)  # nobody waits: the common case
+            return
+        if core.later:
+            # A run's end, posted (see LaneTally): its room may be what this task needs,
+            # and nobody else may count it before this task waits for it.
+            core.count_posted(effects)
+            if not (self.root or self).held and self._free(now):
+                self._give(entry, core, effects, was, wake)
+                return
+        task: Task = entry[-1]
+        core.move(task, THROTTLED, effects, was)
+        heappush(self.throttled, entry)
+        (self.root or self).give_room(core, effects)
+        if task.state == THROTTLED:
+            self._take_room(entry, now, core, effects)
+
+    def _free(self, now: float) -> bool:
+        """Whether each lane of its chain has room for one more task now."""
+        lane: LaneState | None = self
+        while lane is not None:
+            if lane.limits.room(now) <= len(lane.given):
+                return False
+            lane = lane.parent
+        return True
+
+    def _give(
+        self,
+        entry: tuple[Any, ...],
+        core: Core,
+        effects: Effects,
+        was: int | None = None,
+        wake: bool = True,
+    ) -> None:
+        task: Task = entry[-1]
+        core.make_ready(entry, effects, was, wake)
+        for lane in self.chain():
+            lane.given[task] = entry
+
+    def give_room(self, core: Core, effects: Effects) -> None:
+        """Give the room of this tree (its top lane's) to its best throttled tasks, one at
+        a time, while any has room in all its lanes; plan a timer for each lane that holds
+        one back until a time."""
+        now = core.now()
+        while self.held:
+            best = self._best(now, core, effects)
+            if best is None:
+                return
+            lane = best[1]
+            lane._give(lane._pop(), core, effects)
+
+    def _best(
+        self, now: float, core: Core, effects: Effects
+    ) -> tuple[tuple[Any, ...], LaneState] | None:
+        """The standing of the best throttled task of this lane and the lanes inside it
+        that has room in each of them, with its lane; None if none has."""
+        if self.room(now) <= 0:
+            self._plan(now, core, effects)
+            return None
+        best: tuple[tuple[Any, ...], LaneState] | None = None
+        head = self._head()
+        if head is not None:
+            best = (core.standing(self, head, self.counts[READY]), self)
+        for lane in self.inner:
+            found = lane._best(now, core, effects)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        return best
+
+    def _head(self) -> tuple[Any, ...] | None:
+        throttled = self.throttled
+        while throttled and throttled[0][-1].state != THROTTLED:
+            heappop(throttled)  # claimed where it stood
+        return throttled[0] if throttled else None
+
+    def _pop(self) -> tuple[Any, ...]:
+        self._head()
+        return heappop(self.throttled)
+
+    def _take_room(self, entry: tuple[Any, ...], now: float, core: Core, effects: Effects) -> None:
+        """A task that arrives throttled takes the room of a given task that it comes before
+        (as if it had arrived first): the lowest lane of its chain without room gave that
+        room, and has no more to give."""
+        task: Task = entry[-1]
+        while task.state == THROTTLED:
+            lane = next((lane for lane in self.chain() if lane.room(now) <= 0), None)
+            if lane is None or lane.limits.room(now) <= 0 or not lane.given:
+                return  # a limit holds it, not a task given room
+            worst = max(lane.given.values())
+            # Only if that room is all it lacks: else the room taken back would go to the
+            # same task again, for ever.
+            if not core.outranks(entry, worst) or any(
+                enclosing.room(now) + (worst[-1] in enclosing.given) <= 0
+                for enclosing in self.chain()
+            ):
+                return
+            worst[-1].ext.lane._take_back(worst, core, effects)
+            (self.root or self).give_room(core, effects)
+
+    def _take_back(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
+        """A given task of this lane loses its room: throttled again."""
+        core.move(entry[-1], THROTTLED, effects)
+        heappush(self.throttled, entry)
+
+    def _over(self, now: float, core: Core, effects: Effects) -> None:
+        """A limit of this lane was lowered, or a run's end renewed its cooldown: the tasks
+        given more room than it has now, the worst first, are throttled again."""
+        given = self.given
+        while given and self.room(now) < 0:
+            worst = max(given.values())
+            worst[-1].ext.lane._take_back(worst, core, effects)
+
+    def _plan(self, now: float, core: Core, effects: Effects) -> None:
+        """This lane's room is what its throttled tasks, or those of the lanes inside it, wait
+        for: look again when time alone gives more. Never at a time already passed: that
+        look would come in the same promotion, and find no more room."""
+        when = self.limits.more_room_at(now, len(self.given))
+        if now < when < math.inf:
+            timer = self.timer
+            if timer is None or timer._when > when:  # else that look sets the next one
+                if timer is not None:
+                    core.alarm_died()
+                self.timer = timer = LaneTimer(self, when, core.next_seq())
+                core.set_alarm(timer, effects)
+
+    def _hold(self, change: int) -> None:
+        """Count a task throttled in this lane (+1) or no longer (-1) up its chain."""
+        lane: LaneState | None = self
+        while lane is not None:
+            lane.held += change
+            parent = lane.parent
+            if parent is not None:
+                if lane.held:
+                    parent.inner.add(lane)
+                else:
+                    parent.inner.discard(lane)
+            lane = parent
+
+    def holding(self, now: float) -> tuple[LaneState, HeldBy, float] | None:
+        """Which limit of which lane (this one, or one it sits in) holds back its throttled
+        tasks now, and when it lets the next one start (``math.inf``: a run's end does).
+        None if none does: its room is about to be given."""
+        for lane in self.chain():
+            if lane.room(now) <= 0:
+                held = lane.limits.holding(now, len(lane.given))
+                if held is not None:
+                    return (lane, *held)
+        return None
+
+    # -- the hooks of its tasks (see _extension), under the scheduler's lock -----------------
+
+    def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        """One of its tasks moved from ``was`` to ``state`` (see ``Scheduler.move``)."""
+        gate = self.gate
+        if gate is not None and (was <= READY) is not (state <= READY):
+            # Its max_waiting's count, as move() keeps the executor's: queued, or out of
+            # the queue (a task in the intake was counted as it went in: see add()).
+            gate.count(state <= READY)
+            if state > READY:
+                effects.later.append(gate.wake)  # its room is free
+        counts = self.counts
+        if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
+            counts[was] -= 1
+        counts[state] += 1
+        if state == THROTTLED:
+            self._hold(1)
+            if counts[THROTTLED] == 1:
+                core.holding(self, True)
+        elif was == THROTTLED:
+            self._hold(-1)
+            if not counts[THROTTLED]:
+                core.holding(self, False)
+            throttled = self.throttled
+            if state != READY and len(throttled) > 2 * counts[THROTTLED]:
+                # Compacting when at least half the entries are dead: O(1) per claim.
+                throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
+                heapify(throttled)
+        if was == READY:
+            for lane in self.chain():
+                del lane.given[task]
+        if state == STARTED:
+            now = core.now()
+            for lane in self.chain():
+                lane.limits.started(now)
+        elif was == STARTED:
+            # An attempt that failed, to be tried again: its run is over, its room free.
+            self.retries += 1
+            self._run_over(core.now(), core, effects)
+        elif was == READY and state > STARTED and (self.root or self).held:
+            (self.root or self).give_room(core, effects)  # a given task left: its room is another's
+        if state > STARTED and was <= READY:
+            self.settled(effects)
+
+    def _run_over(self, at: float, core: Core, effects: Effects) -> None:
+        for lane in self.chain():
+            lane.limits.ended(at)
+            if lane.given and lane.limits.cooldown is not None:
+                lane._over(at, core, effects)  # its cooldown starts again
+        if (self.root or self).held:
+            (self.root or self).give_room(core, effects)
+
+    def ended(self, state: int, at: float, core: Core, effects: Effects) -> None:
+        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally): its room goes
+        to the next task; a closed lane may be drained."""
+        counts = self.counts
+        counts[STARTED] -= 1
+        counts[state] += 1
+        self._run_over(at, core, effects)
+        if self.drained is not None:
+            self.settled(effects)
+
+    def settled(self, effects: Effects) -> None:
+        """A closed lane is drained once nothing of it waits or runs, and its runs' futures
+        are done."""
+        drained = self.drained
+        if drained is not None and not self.in_hand and not self.busy():
+            effects.later.append(drained.set)
+
+    def busy(self) -> bool:
+        """Whether any of its tasks waits or runs."""
+        return any(self.counts[: STARTED + 1])
+
+    # -- as the extension of its tasks that have no other feature (see _task.Hooks) ---------
+
+    lock_free = True
+    options = None  # a task with per-call options has an Extension (see _options)
+    deadline = None
+    recurrence = None
+    error = None
+    wall_due = None
+
+    @property
+    def lane(self) -> LaneState:
+        return self
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("cannot schedule new futures after the lane's shutdown")
+
+    def start(self, core: Core) -> int:
+        return STARTED  # it has its room (see arrive)
+
+    def counted(self, state: int) -> None:
+        self.counts[state] += 1
+
+    def copy(self, task: Task) -> LaneState:
+        return self
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
+        """Run a claimed task of the lane in a worker (see ``_task.run``), counting its end
+        in the lane as well (see ``LaneTally``)."""
+        counter = LaneTally(tally, self, core)  # type: ignore[arg-type]  # a worker's list
+        try:
+            run(task, counter, call)
+        finally:  # even if a callback raised SystemExit: the lane's shutdown waits for it
+            counter.finished()
+
+    def __repr__(self) -> str:
+        return f"<LaneState {self.name!r} running={self.limits.running}>"
+
+
+class LaneTimer(Alarm):
+    """An entry of the pending heap: give a lane's room again when time gives more."""
+
+    __slots__ = ("_seq", "_when", "lane")
+
+    def __init__(self, lane: LaneState, when: float, seq: int) -> None:
+        self._when = when
+        self._seq = seq
+        self.lane = lane
+
+    def live(self) -> bool:
+        return self.lane.timer is self
+
+    def drop(self) -> None:
+        # The scheduler winds down: the lane holds it no more (each holds the other).
+        if self.lane.timer is self:
+            self.lane.timer = None
+
+    def fire(self, core: Core, now: float, effects: Effects) -> None:
+        lane = self.lane
+        lane.timer = None
+        (lane.root or lane).give_room(core, effects)
+
+
+class LaneTally:
+    """Stands in for a worker's tally while a lane's task runs: the run counts how it ended
+    in the worker's tally, as any run does, and in its lane, before its future completes.
+
+    The lane counts it at once, under the scheduler's lock, when a task waits for room in
+    its tree (or a shutdown for its end): so a throttled task starts as the run ends, not
+    once the future's callbacks are done (which may wait for it). Else the end is posted,
+    for the next thread that takes the lock to count (see ``Scheduler.post``): most runs
+    end with no one waiting, and pay no lock for it. The worker is counted in the lane's
+    ``in_hand`` for the whole run, and a closed lane is drained only once none is
+    (``finished()``)."""
+
+    __slots__ = ("core", "lane", "tally")
+
+    def __init__(self, tally: list[int], lane: LaneState, core: Core) -> None:
+        self.tally = tally  # the worker's
+        self.lane = lane
+        self.core = core
+        lane.in_hand.append(None)
+
+    def __getitem__(self, state: int) -> int:
+        return self.tally[state]
+
+    def __setitem__(self, state: int, count: int) -> None:
+        lane, core = self.lane, self.core
+        end = functools.partial(lane.ended, state, core.now(), core)
+        top = lane.root or lane
+        if top.held or lane.drained is not None or (lane.timed and top.given):
+            # Counted at once: a task waits for this room, or holds room that a cooldown
+            # this end renews takes back.
+            core.locked(end)
+        else:
+            core.later.append(end)  # the next thread to take the lock counts it (see post)
+            # After the post: a task throttled since, by a thread that counted the posts
+            # before this one, waits for whoever counts this one; this look makes it this
+            # thread, now.
+            if (lane.root or lane).held:
+                core.locked(core.count_posted)
+        self.tally[state] = count
+
+    def finished(self) -> None:
+        """The worker is done with the run: its future is complete, or its retry queued."""
+        lane = self.lane
+        lane.in_hand.pop()
+        # After the pop: a shutdown that creates ``drained`` after this look finds this
+        # run no longer in hand, and decides for itself (see close).
+        if lane.drained is not None and not lane.in_hand:
+            self.core.locked(functools.partial(_settle, lane, self.core))
+
+
+def _settle(lane: LaneState, core: Core, effects: Effects) -> None:
+    """The last run in hand of a closed lane is done: it is drained once its run's end,
+    posted maybe, is counted."""
+    core.count_posted(effects)
+    lane.settled(effects)
+
+
+def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None:
+    """Change a lane's limits (or weight) at once, under the lock: a limit raised gives its
+    room to the tasks that wait for it now, in this lane and the lanes inside it; one
+    lowered stops the next start (taking back the room given beyond it), and cancels no
+    run."""
+
+    def step(effects: Effects) -> None:
+        lane.check_open()
+        core.count_posted(effects)  # the runs' ends first: the room is counted from them
+        limits, now = lane.limits, core.now()
+        if "max_running" in changes:
+            limits.max_running = changes["max_running"]
+        if "rates" in changes:
+            limits.set_rates(changes["rates"], now)
+        if "cooldown" in changes:
+            limits.cooldown = changes["cooldown"]
+        lane.timed = lane.timed or limits.timed
+        if "weight" in changes:
+            lane.weight = weight = changes["weight"]
+            if weight is not None:
+                core.share_fairly()
+            if lane.share is not None and core.fair is not None:
+                core.fair.reweigh(lane.share, weight or 1.0)
+        lane._over(now, core, effects)
+        if (lane.root or lane).held:
+            (lane.root or lane).give_room(core, effects)
+
+    timed = lane.timed or changes.get("rates") or changes.get("cooldown") is not None
+    if timed and not core.manual_time:
+        core.promoter.start()  # a window or cooldown may need a timer
+    core.locked(step)
+
+
+def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:
+    """A lane's shutdown: it takes no more tasks; its series end; with ``cancel_futures``,
+    its waiting tasks are cancelled."""
+
+    def step(effects: Effects) -> None:
+        # Closed before the drain: a submit that appends to the intake after it sees the
+        # lane closed, and takes its task back (see Scheduler.add).
+        lane.closed = True
+        if lane.gate is not None:
+            effects.later.append(lane.gate.wake_all)  # the submits waiting for its room raise
+        core.count_posted(effects)
+        core.drain_intake(effects, closing=lane)
+        if cancel_futures:
+            lane.cancelled = True
+            for task in core.claim_waiting(CANCELLED, effects, lane):
+                effects.later.append(task.abandon)
+        # Their futures, as they complete, tell their tasks: that ends the series.
+        effects.later.extend(
+            task.future.cancel
+            for task in core.series
+            if task.ext is not None and task.ext.lane is lane
+        )
+        if lane.drained is None:
+            # Before the look at the runs in hand: a worker that finished one and saw
+            # no ``drained`` took it out of ``in_hand`` before, so this look does not
+            # find it.
+            lane.drained = threading.Event()
+        lane.settled(effects)
+        core.discarded(effects)
+
+    core.locked(step)
+
+
+def join(lane: LaneState, core: Scheduler) -> None:
+    """Wait until a closed lane's tasks have ended, unless called from one of the
+    executor's own threads (see Scheduler.join()), or in a forked child, where they are all
+    the parent's."""
+    if lane.drained is not None and not core.forked and not _threads.owned_by(core):
+        lane.drained.wait()
+
+
+def stats(lane: LaneState, core: Scheduler) -> ExecutorStats:
+    def step(effects: Effects) -> ExecutorStats:
+        # A lane counts its tasks in the intake once drained, and its runs' ends once
+        # they are posted.
+        core.count_posted(effects)
+        core.drain_intake(effects)
+        counts = list(lane.counts)
+        if core.forked:
+            # The parent's tasks, which its lanes still count (see after_fork_in_child).
+            for state in (*WAITING, STARTED):
+                counts[state] = 0
+        return make_stats(counts, lane.retries)
+
+    return core.locked(step)
