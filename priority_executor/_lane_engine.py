@@ -188,31 +188,35 @@ class LaneState:
         """One of its tasks is due: given room now, or throttled until some is.
         ``wake``: wake a worker for it (not when the caller is one, on its way to take)."""
         now = core.now()
-        if not (self.root or self).held and self._free(now):
-            self._give(entry, core, effects, was, wake)  # nobody waits: the common case
-            return
-        if core.later:
+        top = self.root or self
+        full = self._full(now)
+        if full is not None and core.later:
             # A run's end, posted (see LaneTally): its room may be what this task needs,
             # and nobody else may count it before this task waits for it.
             core.count_posted(effects)
-            if not (self.root or self).held and self._free(now):
-                self._give(entry, core, effects, was, wake)
-                return
+            full = self._full(now)
+        if full is None and not top.held:
+            self._give(entry, core, effects, was, wake)  # nobody waits: the common case
+            return
         task: Task = entry[-1]
+        ran = (task.state if was is None else was) == STARTED  # a retry: its run frees room
         core.move(task, THROTTLED, effects, was)
         heappush(self.throttled, entry)
-        (self.root or self).give_room(core, effects)
-        if task.state == THROTTLED:
+        if full is None or ran:
+            top.give_room(core, effects)  # others wait in the tree: the one rule decides
+        else:
+            full._plan(now, core, effects)  # it waits for that lane: a timer, if time gives room
+        if full is not None and full.given and task.state == THROTTLED:
             self._take_room(entry, now, core, effects)
 
-    def _free(self, now: float) -> bool:
-        """Whether each lane of its chain has room for one more task now."""
+    def _full(self, now: float) -> LaneState | None:
+        """The lowest lane of its chain without room for one more task now, if any."""
         lane: LaneState | None = self
         while lane is not None:
             if lane.limits.room(now) <= len(lane.given):
-                return False
+                return lane
             lane = lane.parent
-        return True
+        return None
 
     def _give(
         self,
@@ -224,8 +228,10 @@ class LaneState:
     ) -> None:
         task: Task = entry[-1]
         core.make_ready(entry, effects, was, wake)
-        for lane in self.chain():
+        lane: LaneState | None = self
+        while lane is not None:
             lane.given[task] = entry
+            lane = lane.parent
 
     def give_room(self, core: Core, effects: Effects) -> None:
         """Give the room of this tree (its top lane's) to its best throttled tasks, one at
@@ -233,6 +239,13 @@ class LaneState:
         one back until a time."""
         now = core.now()
         while self.held:
+            if not self.inner:  # a lane alone: its own best, if it has room
+                if self.limits.room(now) <= len(self.given):
+                    if self.timed:
+                        self._plan(now, core, effects)
+                    return
+                self._give(self._pop(), core, effects)
+                continue
             best = self._best(now, core, effects)
             if best is None:
                 return
@@ -273,8 +286,8 @@ class LaneState:
         room, and has no more to give."""
         task: Task = entry[-1]
         while task.state == THROTTLED:
-            lane = next((lane for lane in self.chain() if lane.room(now) <= 0), None)
-            if lane is None or lane.limits.room(now) <= 0 or not lane.given:
+            lane = self._full(now)
+            if lane is None or not lane.given or lane.limits.room(now) <= 0:
                 return  # a limit holds it, not a task given room
             worst = max(lane.given.values())
             # Only if that room is all it lacks: else the room taken back would go to the
@@ -353,11 +366,17 @@ class LaneState:
             counts[was] -= 1
         counts[state] += 1
         if state == THROTTLED:
-            self._hold(1)
+            if self.parent is None:
+                self.held += 1  # _hold(1), inlined: most lanes sit in none
+            else:
+                self._hold(1)
             if counts[THROTTLED] == 1:
                 core.holding(self, True)
         elif was == THROTTLED:
-            self._hold(-1)
+            if self.parent is None:
+                self.held -= 1
+            else:
+                self._hold(-1)
             if not counts[THROTTLED]:
                 core.holding(self, False)
             throttled = self.throttled
@@ -366,26 +385,33 @@ class LaneState:
                 throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
                 heapify(throttled)
         if was == READY:
-            for lane in self.chain():
+            lane: LaneState | None = self
+            while lane is not None:
                 del lane.given[task]
+                lane = lane.parent
         if state == STARTED:
             now = core.now()
-            for lane in self.chain():
+            lane = self
+            while lane is not None:
                 lane.limits.started(now)
+                lane = lane.parent
         elif was == STARTED:
             # An attempt that failed, to be tried again: its run is over, its room free.
             self.retries += 1
             self._run_over(core.now(), core, effects)
         elif was == READY and state > STARTED and (self.root or self).held:
-            (self.root or self).give_room(core, effects)  # a given task left: its room is another's
+            # A given task left without starting: its room is another's.
+            (self.root or self).give_room(core, effects)
         if state > STARTED and was <= READY:
             self.settled(effects)
 
     def _run_over(self, at: float, core: Core, effects: Effects) -> None:
-        for lane in self.chain():
+        lane: LaneState | None = self
+        while lane is not None:
             lane.limits.ended(at)
             if lane.given and lane.limits.cooldown is not None:
                 lane._over(at, core, effects)  # its cooldown starts again
+            lane = lane.parent
         if (self.root or self).held:
             (self.root or self).give_room(core, effects)
 
@@ -499,17 +525,19 @@ class LaneTally:
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
         end = functools.partial(lane.ended, state, core.now(), core)
-        top = lane.root or lane
-        if top.held or lane.drained is not None or (lane.timed and top.given):
-            # Counted at once: a task waits for this room, or holds room that a cooldown
-            # this end renews takes back.
+        top, idle = lane.root or lane, core.workers.idle
+        if (top.held and idle) or lane.drained is not None or (lane.timed and top.given):
+            # Counted at once: a task waits for this room and a worker could start it now,
+            # or a task holds room that a cooldown this end starts again takes back.
             core.locked(end)
         else:
-            core.later.append(end)  # the next thread to take the lock counts it (see post)
+            # The next thread to take the lock counts it (see post): with every worker
+            # busy, the next take() does, before it looks for a task.
+            core.later.append(end)
             # After the post: a task throttled since, by a thread that counted the posts
             # before this one, waits for whoever counts this one; this look makes it this
-            # thread, now.
-            if (lane.root or lane).held:
+            # thread, now. (A worker that parks after it sees the post: see take().)
+            if top.held and idle:
                 core.locked(core.count_posted)
         self.tally[state] = count
 

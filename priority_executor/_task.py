@@ -333,6 +333,10 @@ class Core(Protocol):
 
     def count_posted(self, effects: Effects) -> None: ...
     @property
+    def workers(self) -> Workers:
+        """The worker pool: whether any worker is idle (``workers.idle``)."""
+
+    @property
     def wall_time(self) -> WallTime:
         """Where wall-clock times fall on the scheduler's clock, and how many tasks wait
         for one (see ``_clock.WallTime``)."""
@@ -344,6 +348,10 @@ class Core(Protocol):
     def outranks(self, entry: tuple[Any, ...], other: tuple[Any, ...]) -> bool:
         """Whether the workers would take ``entry`` before ``other`` whatever their shares
         (see _fair): by the policy's key, or with fair share on, by rank."""
+
+
+class Workers(Protocol):
+    idle: list[Any]  # the parked workers' locks: empty while every worker is busy
 
 
 class Holder(Protocol):
