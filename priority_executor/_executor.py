@@ -77,6 +77,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     series' every run in a copy of the context of the code that started it), so tracing
     spans and request-scoped values follow it; ``inherit_context=False`` runs tasks in the
     worker thread's context instead, as ``ThreadPoolExecutor`` does.
+
+    ``fair_share``: what weighted lanes share (see ``lane(weight=...)``): ``"starts"``, or
+    ``"time"``, the workers' busy time, charged to a lane as each of its runs ends.
     """
 
     # A ThreadPoolExecutor for whoever checks (asyncio's set_default_executor(), grpc), but
@@ -105,6 +108,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         max_waiting: int | None = None,
         waiting_timeout: float | timedelta | None = None,
         inherit_context: bool = True,
+        fair_share: Literal["starts", "time"] = "starts",
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -121,6 +125,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         check_retry(retry)
         if not isinstance(inherit_context, bool):
             raise TypeError(f"inherit_context must be a bool, not {type(inherit_context).__name__}")
+        if fair_share not in ("starts", "time"):
+            raise ValueError(f"fair_share must be 'starts' or 'time', not {fair_share!r}")
         gate = make_gate(max_waiting, waiting_timeout)
         # Named as Python 3.14's sys.flags.thread_inherit_context, which does for a thread
         # what this does for a task: start it in a copy of its starter's context.
@@ -140,6 +146,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         )
         workers = WorkerPool(max_workers, name_prefix, initializer, initargs, self._backend)
         self._scheduler = scheduler = Scheduler(self._clock, policy, workers, gate)
+        if fair_share == "time":
+            # Shares from the start: its workers charge them as runs end (see _workers).
+            scheduler.share_fairly(by_time=True)
         _lifecycle.register(scheduler)
         # Drained by clients as ThreadPoolExecutor's queue.SimpleQueue: google-cloud-pubsub
         # hands the messages of tasks not started back, dask.distributed clears it.

@@ -46,9 +46,12 @@ class Fair:
     """The ready tasks, in shares: ``push`` as the ready heap's push, ``pop`` the next task
     to take, then ``took`` once it is claimed (or nothing, if its lane throttled it)."""
 
-    __slots__ = ("_stamp", "order", "root", "serving", "size", "vtime", "vtimes")
+    __slots__ = ("_stamp", "by_time", "order", "root", "serving", "size", "vtime", "vtimes")
 
-    def __init__(self) -> None:
+    def __init__(self, by_time: bool = False) -> None:
+        # Charged by busy time (``fair_share="time"``): a share's pass grows by a run's time
+        # over its weight as the run ends, not by 1 / weight as it starts (see charge()).
+        self.by_time = by_time
         self.root = Share(1.0)  # the tasks without a lane: one share, of weight 1
         self.order: list[tuple[Any, ...]] = []  # (rank, pass, stamp, share)
         self._stamp = itertools.count().__next__
@@ -82,6 +85,8 @@ class Fair:
         pass_ = share.pass_
         if share.placed < 0 and share is not self.serving:  # as push() would place it
             pass_ = max(pass_, self.vtimes.get(rank, self.vtime) - share.step)
+        if self.by_time:
+            return (rank, pass_, entry)  # what a start costs is known only as it ends
         return (rank, pass_ + steps * share.step, entry)
 
     @staticmethod
@@ -141,9 +146,17 @@ class Fair:
         """The task pop() returned was claimed: its share is charged a start if it started."""
         share = self.serving
         if share is not None:
-            if started:
+            if started and not self.by_time:
                 share.pass_ += share.step
             self._settle()
+
+    def charge(self, share: Share, seconds: float, effects: object = None) -> None:
+        """A run of ``share``'s ended after ``seconds`` (``by_time`` only): its pass grows by
+        that time over its weight, and it is placed again by its new pass. Under the
+        scheduler's lock, posted by the worker (see ``_workers``)."""
+        share.pass_ += seconds / share.weight
+        if share.placed >= 0 and share is not self.serving:
+            self._place(share)
 
     def reweigh(self, share: Share, weight: float) -> None:
         """A lane's weight changed: it acts on its next start. What the share is owed or

@@ -352,11 +352,12 @@ class Scheduler:
         if wake:
             self._worker_for(effects)
 
-    def share_fairly(self) -> None:
-        """A lane has a weight: from now on the ready tasks wait in shares (see _fair), the
-        ones already ready too. Under the lock."""
+    def share_fairly(self, by_time: bool = False) -> None:
+        """A lane has a weight (or the executor shares busy time, ``by_time``, from its
+        start): from now on the ready tasks wait in shares (see _fair), the ones already
+        ready too. Under the lock, or before any thread runs."""
         if self.fair is None:
-            self.fair = fair = Fair()
+            self.fair = fair = Fair(by_time)
             for entry in (*self.in_order, *self.ready):
                 if entry[-1].state == READY:
                     fair.push(entry)
@@ -968,7 +969,7 @@ class Scheduler:
         self.in_order = deque()
         self.ready = []
         if self.fair is not None:
-            self.fair = Fair()
+            self.fair = Fair(self.fair.by_time)
         self.timers = []
         self.wall_time.waiting = 0
         self.series = set()

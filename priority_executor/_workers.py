@@ -14,20 +14,24 @@ blocking on it (see ``lock_for_worker``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures.thread import BrokenThreadPool
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import _threads
 from ._effects import Effects
-from ._task import STARTED, STATES, Core, Task, run
+from ._task import STARTED, STATES, Call, Core, Task, run
 
 if TYPE_CHECKING:
     from ._backend import Backend
+    from ._fair import Fair
 
 
 class Source(Core, Protocol):
     """The scheduler, as its workers reach it."""
+
+    fair: Fair | None  # the ready tasks in shares, once a lane has a weight (see _fair)
 
     def take(self, park: threading.Lock, effects: Effects) -> Task | None: ...
     def break_pool(self, exc: BaseException) -> None: ...
@@ -185,6 +189,8 @@ class WorkerPool:
     def _take_and_run(self, scheduler: Source, park: threading.Lock, tally: list[int]) -> None:
         call = None if self.backend is None else self.backend.call
         effects = Effects()  # reused: a lane's task must not cost one each (see take())
+        # Made at the executor's start if shares are charged by busy time.
+        fair = scheduler.fair if scheduler.fair is not None and scheduler.fair.by_time else None
         while True:
             task = scheduler.take(park, effects)
             if task is None:
@@ -192,9 +198,26 @@ class WorkerPool:
             ext = task.ext
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
+            elif fair is not None:
+                _run_for_share(task, tally, call, scheduler, fair)
             elif ext is None:
                 run(task, tally, call)
             else:
                 ext.run(task, tally, call, scheduler)
             # A finished task, and its result, must not live on while this worker sleeps.
             del task, ext
+
+
+def _run_for_share(
+    task: Task, tally: list[int], call: Call | None, core: Source, fair: Fair
+) -> None:
+    """Run a task, then charge its share for the run's time (``fair_share="time"``): posted,
+    so that the worker never waits for the lock to say it."""
+    share, began = fair.share_of(task), core.now()
+    try:
+        if task.ext is None:
+            run(task, tally, call)
+        else:
+            task.ext.run(task, tally, call, core)
+    finally:
+        core.post(functools.partial(fair.charge, share, core.now() - began))

@@ -558,3 +558,48 @@ def test_weighted_nested_lanes_under_load_keep_their_limits_while_configured(rou
     assert all(1 <= peak[lane.name or ""] <= 2 for lane in lanes)
     assert peak["parent"] <= 4
     assert parent.stats().running == 0
+
+
+@pytest.mark.parametrize("fair_share", ["starts", "time"])
+def test_two_lanes_of_weight_1_share_what_fair_share_counts_to_2_points(fair_share: str) -> None:
+    """One lane's tasks take 10x the other's. By starts, each gets half the starts (and the
+    long one 10/11 of the time); by busy time, each gets half the time."""
+    clock = ManualClock()
+    runs: list[tuple[str, float]] = []
+
+    def job(name: str, seconds: float) -> Callable[[], None]:
+        def body() -> None:
+            runs.append((name, seconds))
+            clock.advance(seconds)  # the run's time, on the executor's clock
+
+        return body
+
+    with PriorityExecutor(1, clock=clock, fair_share=fair_share) as ex:  # type: ignore[arg-type]
+        short, long = ex.lane("short", weight=1), ex.lane("long", weight=1)
+        go = hold_workers(ex, 1)
+        futures = [
+            lane.submit(job(lane.name or "", seconds))
+            for lane, seconds in ((short, 1.0), (long, 10.0)) * 2000
+        ]
+        go.set()
+        wait(futures, timeout=TIMEOUT)
+    # While both lanes have tasks waiting: up to the last start of the one that ran out.
+    first_out = min(
+        max(i for i, (name, _) in enumerate(runs) if name == lane) for lane in ("short", "long")
+    )
+    both = runs[: first_out + 1]
+    if fair_share == "starts":
+        shares = Counter(name for name, _ in both)
+        total = len(both)
+    else:
+        shares = Counter()
+        for name, seconds in both:
+            shares[name] += seconds
+        total = sum(shares.values())
+    assert shares["short"] / total == pytest.approx(0.5, abs=0.02)
+    assert shares["long"] / total == pytest.approx(0.5, abs=0.02)
+
+
+def test_a_bad_fair_share_raises_naming_it() -> None:
+    with pytest.raises(ValueError, match="fair_share"):
+        PriorityExecutor(1, fair_share="workers")  # type: ignore[arg-type]
