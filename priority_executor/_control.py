@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ._effects import Effects
     from ._lane_engine import LaneState
     from ._scheduler import Scheduler
-    from ._task import Lane
+    from ._task import Holder, Lane
     from ._waiting import HeldBy
 
 _MICROSECOND = datetime.timedelta(microseconds=1)
@@ -40,6 +40,11 @@ def stats(core: Scheduler) -> ExecutorStats:
                 counts[state] += n
                 counts[STARTED] -= n
         counts[READY] += counts[INTAKE] + len(core.intake)  # appended since the drain
+        # A lane alone's READY tasks beyond its room (not given it: see _lane_engine).
+        now = core.now()
+        held = sum(holder.held_back(now) for holder in core.holders)
+        counts[READY] -= held
+        counts[THROTTLED] += held
         return make_stats(counts, core.retries)
 
     return core.locked(step)
@@ -64,8 +69,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
             {id(e): e for e in listed if e[-1].state == READY and e[-2] == e[-1]._seq}.values()
         )
         due = sorted(due) if fair is None else fair.preview(due)
-        ready = [entry[-1] for entry in due]
-        throttled = sorted(
+        throttled = list(
             {
                 id(entry): entry
                 for holder in core.holders
@@ -73,6 +77,25 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
                 if entry[-1].state == THROTTLED
             }.values()
         )
+        # A lane alone's READY tasks not given room: those its room lets start now, in
+        # the workers' order, are ready; the others throttled (see _lane_engine).
+        ready: list[Task] = []
+        room: dict[object, int] = {}
+        for entry in due:
+            task = entry[-1]
+            own = None if task.ext is None else cast("Holder", task.ext.lane)
+            if own is None or task in own.given:
+                ready.append(task)
+                continue
+            left = room.get(own)
+            if left is None:
+                left = own.counts[READY] - len(own.given) - own.held_back(now)
+            room[own] = left - 1
+            if left > 0:
+                ready.append(task)
+            else:
+                throttled.append(entry)
+        throttled.sort()
         seen: set[int] = set()
         pending: list[Task] = []
         for timer in core.timers:

@@ -10,24 +10,25 @@ asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry it
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._calendar import Calendar
 from ._lane_engine import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
+from ._run import run
 from ._task import (
     EXPIRED,
     FAILED,
     PENDING,
     READY,
     STARTED,
+    THROTTLED,
     Call,
     Core,
     Expiry,
     Tally,
     Task,
-    run,
 )
 
 if TYPE_CHECKING:
@@ -80,11 +81,14 @@ class Extension:
         if self.lane is not None and self.lane.closed:
             raise RuntimeError("cannot schedule new futures after the lane's shutdown")
 
-    def start(self, core: Core) -> int:
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
         deadline = self.deadline
         if deadline is not None and deadline <= core.now():
             # Its expiry may still be on its way: never start a task that is late.
             return self.late()
+        lane = self.lane
+        if lane is not None and lane.start(task, entry, core, effects) == THROTTLED:
+            return THROTTLED
         self.error = None  # an attempt starts: the last one's outcome is no longer the task's
         return STARTED
 

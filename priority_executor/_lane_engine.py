@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _threads
 from ._limits import Limits, Rate
+from ._run import run
 from ._stats import ExecutorStats, make_stats
 from ._task import (
     CANCELLED,
@@ -48,7 +49,6 @@ from ._task import (
     Core,
     Tally,
     Task,
-    run,
 )
 from ._waiting import HeldBy
 
@@ -84,10 +84,12 @@ class LaneState:
         "retry",
         "root",
         "share",
+        "solo",
         "survive_failures",
         "throttled",
         "timed",
         "timer",
+        "tracked",
         "weight",
     )
 
@@ -116,6 +118,16 @@ class LaneState:
         # The lane at the top of its tree, if not itself (which would be a reference cycle,
         # for the cyclic GC to find): whose room every task in the tree needs.
         self.root: LaneState | None = None if parent is None else (parent.root or parent)
+        # A lane alone, in none and with none inside it: nothing else shares its room, so
+        # while none of its tasks is throttled, its due tasks take room as a worker takes
+        # them, not as they come due (see arrive, start): a burst of them costs no
+        # throttling that the ends of the runs ahead would undo. Its READY tasks not given
+        # room count as throttled beyond its room (see held_back).
+        self.solo = parent is None
+        if parent is not None:
+            parent.solo = False
+        # Listed among the scheduler's holders while it has due tasks (see _track).
+        self.tracked = False
         # A limit in time, its own or an enclosing lane's: the promoter starts with the
         # first task of a timed lane (see Scheduler.add), or as configure() makes one.
         self.timed: bool = limits.timed or (parent is not None and parent.timed)
@@ -187,6 +199,11 @@ class LaneState:
     ) -> None:
         """One of its tasks is due: given room now, or throttled until some is.
         ``wake``: wake a worker for it (not when the caller is one, on its way to take)."""
+        if self.solo and not self.held:
+            # Nothing else shares its room, and none of its tasks waits for it: room is
+            # taken as a worker takes the task (see start).
+            core.make_ready(entry, effects, was, wake)
+            return
         now = core.now()
         top = self.root or self
         full = self._full(now)
@@ -343,9 +360,12 @@ class LaneState:
         """Which limit of which lane (this one, or one it sits in) holds back its throttled
         tasks now, and when it lets the next one start (``math.inf``: a run's end does).
         None if none does: its room is about to be given."""
+        # Its READY tasks that may start now (a lane alone's, not given room) start first.
+        ahead = self.counts[READY] - len(self.given) - self.held_back(now) if self.solo else 0
         for lane in self.chain():
-            if lane.room(now) <= 0:
-                held = lane.limits.holding(now, len(lane.given))
+            taken = len(lane.given) + ahead
+            if lane.limits.room(now) <= taken:
+                held = lane.limits.holding(now, taken)
                 if held is not None:
                     return (lane, *held)
         return None
@@ -365,26 +385,28 @@ class LaneState:
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
             counts[was] -= 1
         counts[state] += 1
-        if state == THROTTLED:
-            if self.parent is None:
-                self.held += 1  # _hold(1), inlined: most lanes sit in none
-            else:
-                self._hold(1)
-            if counts[THROTTLED] == 1:
+        if state in (THROTTLED, READY):
+            if not self.tracked:
+                self.tracked = True
                 core.holding(self, True)
-        elif was == THROTTLED:
+            if state == THROTTLED:
+                if self.parent is None:
+                    self.held += 1  # _hold(1), inlined: most lanes sit in none
+                else:
+                    self._hold(1)
+        elif self.tracked and state != STARTED:
+            self._untrack(core)
+        if was == THROTTLED:
             if self.parent is None:
                 self.held -= 1
             else:
                 self._hold(-1)
-            if not counts[THROTTLED]:
-                core.holding(self, False)
             throttled = self.throttled
             if state != READY and len(throttled) > 2 * counts[THROTTLED]:
                 # Compacting when at least half the entries are dead: O(1) per claim.
                 throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
                 heapify(throttled)
-        if was == READY:
+        if was == READY and task in self.given:  # else a lane alone's, taken as it came
             lane: LaneState | None = self
             while lane is not None:
                 del lane.given[task]
@@ -405,6 +427,14 @@ class LaneState:
         if state > STARTED and was <= READY:
             self.settled(effects)
 
+    def _untrack(self, core: Core) -> None:
+        """Out of the scheduler's holders once nothing of it is due or runs (a busy lane,
+        whose READY count comes and goes with each start, stays listed)."""
+        counts = self.counts
+        if not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
+            self.tracked = False
+            core.holding(self, False)
+
     def _run_over(self, at: float, core: Core, effects: Effects) -> None:
         lane: LaneState | None = self
         while lane is not None:
@@ -422,6 +452,8 @@ class LaneState:
         counts[STARTED] -= 1
         counts[state] += 1
         self._run_over(at, core, effects)
+        if self.tracked:
+            self._untrack(core)
         if self.drained is not None:
             self.settled(effects)
 
@@ -453,8 +485,35 @@ class LaneState:
         if self.closed:
             raise RuntimeError("cannot schedule new futures after the lane's shutdown")
 
-    def start(self, core: Core) -> int:
-        return STARTED  # it has its room (see arrive)
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+        """A worker took one of its READY tasks: STARTED if it was given room, or if its
+        lanes have room and no task waits for it (a lane alone's task, or one that came
+        due while its lane was alone); else THROTTLED, the room given by the one rule."""
+        if task in self.given:
+            return STARTED
+        now = core.now()
+        top = self.root or self
+        full = self._full(now)
+        if full is None and not top.held:
+            return STARTED
+        core.move(task, THROTTLED, effects)
+        heappush(self.throttled, entry)
+        if full is None:
+            top.give_room(core, effects)  # to the best waiting task: maybe this one
+        else:
+            full._plan(now, core, effects)
+        return THROTTLED
+
+    def held_back(self, now: float) -> int:
+        """How many of its READY tasks not given room (a lane alone's) cannot start now:
+        they count as throttled (see ``_control.stats``)."""
+        if not self.solo:
+            return 0  # its READY tasks are given room, but for a moment as it got a lane inside
+        ungiven = self.counts[READY] - len(self.given)
+        if ungiven <= 0:
+            return 0
+        room = self.limits.room(now) - len(self.given)
+        return ungiven if room <= 0 else max(0, ungiven - int(min(room, ungiven)))
 
     def counted(self, state: int) -> None:
         self.counts[state] += 1
@@ -639,6 +698,9 @@ def stats(lane: LaneState, core: Scheduler) -> ExecutorStats:
         core.count_posted(effects)
         core.drain_intake(effects)
         counts = list(lane.counts)
+        held = lane.held_back(core.now())  # READY, not given room, beyond its room
+        counts[READY] -= held
+        counts[THROTTLED] += held
         if core.forked:
             # The parent's tasks, which its lanes still count (see after_fork_in_child).
             for state in (*WAITING, STARTED):

@@ -35,25 +35,24 @@ thread.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import itertools
-import math
 import threading
 import time
 import weakref
 from collections import deque
-from concurrent.futures import BrokenExecutor
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from . import _effects, _threads
 from ._clock import WallTime
+from ._closing import Closing, fail_fresh, fresh
 from ._effects import Effects
 from ._fair import Fair
 from ._gate import Gate, admit
 from ._policies import Policy, key_function
 from ._promoter import Promoter
+from ._promotion import Promotion
 from ._task import (
     CANCELLED,
     FAILED,
@@ -64,11 +63,9 @@ from ._task import (
     STATES,
     THROTTLED,
     VOID,
-    WAITING,
     Alarm,
     Holder,
     Lane,
-    MoreHooks,
     Task,
     TimerEntry,
 )
@@ -80,7 +77,7 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 
-class Scheduler:
+class Scheduler(Promotion, Closing):
     # A heuristic on CPython's internals, named as such: an instance keeps its attributes
     # in its fast layout only while they are fewer than 30 (SHARED_KEYS_MAX_SIZE); with a
     # 30th, each ``self.x`` of the hot path is a dict lookup, 2% of a plain task's
@@ -408,8 +405,13 @@ class Scheduler:
                 # did not wait for it.
                 self.move(task, VOID, effects)
                 continue
-            # No worker woken: the submit woke one (see add()).
-            lane.arrive(entry, self, effects, None, False)
+            if lane.solo and not lane.held:
+                # A lane alone, with none of its tasks throttled: its room is taken as a
+                # worker takes the task (see _lane_engine), so to the ready heap as is.
+                self.move(task, READY, effects)
+                push(entry)
+            else:  # no worker woken: the submit woke one (see add())
+                lane.arrive(entry, self, effects, None, False)
 
     def _push_ready(self, entry: tuple[Any, ...]) -> None:
         if self.fair is not None:
@@ -451,132 +453,6 @@ class Scheduler:
     def set_alarm(self, alarm: Alarm, effects: Effects) -> None:
         self._alarms += 1
         self._push_timer(alarm, effects)
-
-    # -- after a run -------------------------------------------------------------------------
-
-    def run_ended(self, task: Task) -> None:
-        """A run of a recurring series ended: queue the next one, unless the series ended."""
-        self.locked(functools.partial(self._next_run, task))
-
-    def _next_run(self, task: Task, effects: Effects) -> None:
-        due = over = None
-        if self.closed is None and not task.future.done():
-            due = cast(MoreHooks, task.ext).next_due(self)  # a series'
-            over = due is None
-        if due is not None:
-            task._when = due
-            task._seq = self.next_seq()
-            # VOID: its worker counts the run that ended (see _task.run).
-            self.queue(task, None, effects, VOID)
-        elif task in self.series:
-            # Cancelled, failed or shut down: its future's callback, still to come, ends
-            # the series (see _end) and lets go of the task, which no run uses now. Or
-            # its calendar has no run left: the series ends with its future's result.
-            self.move(task, VOID, effects, VOID)
-            if over:
-                effects.later.append(task.end_series)
-        else:
-            effects.drop.append(task.let_go())
-
-    def try_again(self, task: Task, exc: BaseException) -> bool:
-        """An attempt of a task with a retry policy raised ``exc``: queue the task again
-        when its policy says, and return True; or return False, and the caller ends the
-        task with ``exc``. The attempt's start is taken back: the task waits as if it had
-        never started, and is counted once, when its last attempt ends.
-
-        A shutdown that began since does not stop it: the task was accepted, and shutdown
-        waits for it (see _finished). ``cancel_futures``, a broken pool, a start deadline
-        that the retry would miss, or the task's cancellation do.
-        """
-        # The promoter, which a retry waits for, started with the task: a task with a retry
-        # policy is never queued without the lock (see add()).
-        return self.locked(functools.partial(self._try_again, task, exc))
-
-    def _try_again(self, task: Task, exc: BaseException, effects: Effects) -> bool:
-        if task.future.done() or self.broken is not None or self.cancelled_all:
-            return False  # cancelled (or a series ended), or nothing may start any more
-        now = self.now()
-        wait = cast(MoreHooks, task.ext).again_in(task, exc, now, effects)  # a retry's
-        if wait is None:
-            return False
-        task._when = now + wait
-        task._seq = self.next_seq()
-        self.retries += 1
-        self.queue(task, None, effects)  # out of STARTED: the start is taken back
-        return True
-
-    # -- promotion ---------------------------------------------------------------------------
-
-    def promote_due(self) -> None:
-        """Move every task due by now into the ready heap; expire every task whose deadline
-        passed."""
-        self.locked(self._promote)
-
-    def promote_and_plan(self) -> float | None:
-        """The promoter's step: promote, then return when to promote next, or None when
-        the promoter may exit."""
-        if self.shutdown_requested is not None:
-            self.shutdown(False, self.shutdown_requested)
-        return self.locked(self._plan)
-
-    def _plan(self, effects: Effects) -> float | None:
-        self._promote(effects)
-        timers = self.timers
-        while timers and not timers[0].live():
-            heappop(timers)
-        wake_at = timers[0]._when if timers else math.inf
-        if self.wall_time.waiting:
-            # Steps of the wall clock wake no one: looked for this often (see WallTime).
-            wake_at = min(wake_at, self.now() + WallTime.PERIOD)
-        self.promoter.sleeps_until = wake_at
-        return None if self._finished() else wake_at
-
-    def _promote(self, effects: Effects, submitter: bool = False) -> bool:
-        """Promote what is due by now; return whether more tasks are ready than before
-        (then a submit hands the GIL to the workers woken for them: see add()).
-        ``submitter``: only make due tasks ready; an alarm, or a task whose policy key
-        fails, is left to the promoter, which the submit wakes."""
-        timers, ready = self.timers, self.counts[READY]
-        if self.wall_time.waiting and self.wall_time.stepped():
-            self._place_anew()
-        now = self.now()
-        while timers and timers[0]._when <= now:
-            entry = timers[0]
-            if not entry.live():
-                heappop(timers)
-            elif isinstance(entry, Task):
-                key = self._key_or_error(entry)
-                if isinstance(key, BaseException):
-                    if submitter:
-                        effects.later.append(self.promoter.wake)
-                        break
-                    heappop(timers)
-                    self.claim(entry, FAILED, effects)
-                    effects.later.append(functools.partial(entry.fail, key))
-                    continue
-                heappop(timers)
-                self._make_due(entry, (*key, entry._seq, entry), effects)
-            elif submitter:
-                effects.later.append(self.promoter.wake)
-                break
-            else:
-                heappop(timers)
-                self._alarms -= 1
-                entry.fire(self, now, effects)  # type: ignore[attr-defined]  # an Alarm
-        if effects.later:
-            self.discarded(effects)
-        return self.counts[READY] > ready
-
-    def _place_anew(self) -> None:
-        """The wall clock was stepped: every task waiting for a wall-clock time waits for
-        it where it now falls on the executor's clock."""
-        place = self.wall_time.place
-        for entry in self.timers:
-            if isinstance(entry, Task) and entry.state == PENDING:
-                wall = None if entry.ext is None else entry.ext.wall_due
-                if wall is not None:
-                    entry._when = place(wall)
-        heapify(self.timers)
 
     # -- workers -----------------------------------------------------------------------------
 
@@ -622,7 +498,10 @@ class Scheduler:
                         return task
                     if entry[-2] != task._seq:
                         continue  # of an earlier wait, left by a lane that took room back
-                    self.move(task, ext.start(self), effects)
+                    state = ext.start(task, entry, self, effects)
+                    if state == THROTTLED:
+                        continue  # it waits in its lane
+                    self.move(task, state, effects)
                     return task
                 if self.fair:  # once a lane has a weight, the ready tasks are there instead
                     shared = self._take_shared(effects)
@@ -659,7 +538,9 @@ class Scheduler:
             if ext is not None and entry[-2] != task._seq:
                 fair.took(False)  # left from an earlier wait (see take())
                 continue
-            state = STARTED if ext is None else ext.start(self)
+            state = STARTED if ext is None else ext.start(task, entry, self, effects)
+            if state == THROTTLED:
+                continue  # it waits in its lane; its share, for its next task
             fair.took(state == STARTED)
             self.move(task, state, effects)
             return task
@@ -804,192 +685,6 @@ class Scheduler:
         if self._finished():
             effects.finally_.append(self._wind_down)
 
-    # -- shutdown ----------------------------------------------------------------------------
-
-    def shutdown(self, cancel_futures: bool, reason: str, cancel_not_due: bool = False) -> None:
-        """Take no more work; cancel the series; with ``cancel_futures``, every task not
-        started; with ``cancel_not_due``, those not due yet (a ``with`` block's exception
-        must not wait for them)."""
-        self.shutdown_requested = None
-        self.locked(functools.partial(self._close, cancel_futures, reason, cancel_not_due))
-
-    def _close(
-        self, cancel_futures: bool, reason: str, cancel_not_due: bool, effects: Effects
-    ) -> None:
-        self._take_no_more(reason, effects)
-        if cancel_futures or cancel_not_due:
-            self.cancelled_all = True  # a retry would be a task not due
-            for task in self.claim_waiting(CANCELLED, effects, due_too=cancel_futures):
-                effects.later.append(task.abandon)
-        # Their futures, as they complete, tell their tasks: that ends the series (see _end).
-        effects.later.extend(task.future.cancel for task in self.series)
-        self.discarded(effects)
-
-    def request_shutdown(self, reason: str) -> None:
-        """Shut down without waiting, from the executor's GC finalizer. That may run in any
-        thread, at any moment, even in one that holds the lock: so this only raises a flag
-        and wakes a thread of the executor, which shuts it down (as ``ThreadPoolExecutor``'s
-        finalizer only puts a wake-up on its queue)."""
-        self.shutdown_requested = reason
-        self.workers.wake_one()  # one that waits for work: an idle worker looks at the flag
-        self.promoter.wake()
-
-    def break_pool(self, exc: BaseException) -> None:
-        """Nothing can run any more (an initializer failed, the backend broke): fail every
-        waiting task, and every later submit, with ``exc``."""
-        self.locked(functools.partial(self._break, exc))
-
-    def _break(self, exc: BaseException, effects: Effects) -> None:
-        if self.broken is None:
-            self.broken = exc
-        self._take_no_more(str(exc), effects)
-        for task in self.claim_waiting(FAILED, effects):
-            effects.later.append(functools.partial(fail_fresh, task, exc))
-        # Their futures, as they complete, tell their tasks: that ends the series (see _end).
-        effects.later.extend(functools.partial(fail_fresh, task, exc) for task in self.series)
-        self.discarded(effects)
-
-    def _take_no_more(self, reason: str, effects: Effects) -> None:
-        """Shutdown began, or the pool broke: submits raise, those waiting for a lane's room
-        too (those waiting for the executor's are woken by every claim: see discarded())."""
-        if self.closed is None:
-            self.closed = reason
-        effects.later.extend(gate.wake_all for gate in self._lane_gates)
-
-    def bound(self, gate: Gate) -> None:
-        """A lane with ``max_waiting`` was made: from now on every submit looks for room
-        (see add()), and shutdown wakes the submits waiting in its gate."""
-        # Under the lock, as _take_no_more iterates them.
-        self.locked(lambda effects: self._lane_gates.add(gate))
-        self.gated = True
-
-    def waiting_tasks(self, effects: Effects) -> list[Task]:
-        """Every entry of a waiting task, under the lock, once the intake is drained: the
-        ready ones, the throttled ones, the pending ones (a task may be listed twice:
-        a series' stale entries, a heap's dead ones)."""
-        self.drain_intake(effects)
-        return [
-            *(entry[-1] for entry in (*self.in_order, *self.ready)),
-            *(entry[-1] for entry in (() if self.fair is None else self.fair.entries())),
-            *(entry[-1] for holder in self.holders for entry in holder.throttled),
-            *(entry for entry in self.timers if isinstance(entry, Task)),
-        ]
-
-    def claim_waiting(
-        self, state: int, effects: Effects, lane: object = None, due_too: bool = True
-    ) -> list[Task]:
-        """Claim every waiting one-shot task, or every one of ``lane`` (series end with
-        their futures); without ``due_too``, only those not due yet."""
-        claimed = []
-        # A copy: each claim may compact a heap, or give throttled tasks back to the workers.
-        for task in self.waiting_tasks(effects):
-            ext = task.ext
-            if (
-                task.state <= READY
-                and (ext is None or ext.recurrence is None)
-                and (lane is None or (ext is not None and ext.lane is lane))
-                and (due_too or task.state == PENDING)
-            ):
-                self.claim(task, state, effects)
-                claimed.append(task)
-        return claimed
-
-    def _finished(self) -> bool:
-        """Closed, and nothing waits to start or runs: workers and promoter may exit. A
-        running task counts: if it has a retry policy, a failed attempt queues it again."""
-        counts = self.counts
-        return (
-            self.closed is not None
-            and not counts[PENDING]
-            and not counts[THROTTLED]
-            and not self.ready_count()
-            and not self.running()
-        )
-
-    def running(self) -> int:
-        """Tasks started and not ended, under the lock. Starts are counted under it, ends in
-        the workers' tallies without it: a tally read before its worker counts an end only
-        makes this larger, and that worker looks again (in take()) once it has counted, or
-        has the worker it parked behind look again (see the parking in take())."""
-        return self.counts[STARTED] - self._ends()
-
-    def _ends(self) -> int:
-        """Runs ended, as the workers count them in their tallies, without the lock."""
-        return sum(sum(tally) for tally in self.workers.tallies)
-
-    def _wind_down(self) -> None:
-        with self.lock:
-            # Nothing will fire the alarms left (a lane's timer, dead entries): a lane and
-            # its timer hold each other, a reference cycle that only the cyclic GC frees.
-            timers, self.timers = self.timers, []
-        for entry in timers:
-            if isinstance(entry, Alarm):
-                entry.drop()
-        self.drained.set()
-        self.wall_time.clock.detach(self)
-        self.promoter.retire()
-        self.workers.retire()
-
-    def join(self) -> bool:
-        """Wait until nothing waits to start and every thread has exited; unless called
-        from one of the executor's own threads (a task or a done-callback running there),
-        which cannot wait for the work it is part of. Returns whether it waited."""
-        if _threads.owned_by(self):
-            return False
-        self.drained.wait()
-        self.promoter.join()
-        self.workers.join()
-        return True
-
-    def quiet(self) -> bool:
-        """Whether nothing can happen until time moves on: no task is due (held back by a
-        lane with room, or ready) or running, and every worker is done with its last task,
-        its future's callbacks included (see ManualClock.settle)."""
-        return self.locked(self._quiet)
-
-    def _quiet(self, effects: Effects) -> bool:
-        self.count_posted(effects)  # a lane's room may give a throttled task back
-        self.drain_intake(effects)
-        workers = self.workers
-        # A worker lists itself idle only in take(), once done with its last task.
-        return (
-            not self.ready_count()
-            and not self.running()
-            and len(workers.idle) >= len(workers.threads)
-        )
-
-    def after_fork_in_child(self) -> None:
-        """In a forked child: the parent's threads are gone, and its tasks are the parent's.
-        The executor takes no work and holds none, so that nothing of the parent's runs,
-        is cancelled or has its callbacks called here."""
-        self.lock = threading.Lock()
-        self.forked = True
-        self.closed = "cannot schedule new futures in a process forked from the executor's"
-        self.intake = deque()
-        self.in_order = deque()
-        self.ready = []
-        if self.fair is not None:
-            self.fair = Fair(self.fair.by_time)
-        self.timers = []
-        self.wall_time.waiting = 0
-        self.series = set()
-        self.holders = set()
-        self._posted = deque()
-        self.later = deque()
-        for state in WAITING:
-            self.counts[state] = 0
-        # Its runs too: their threads are gone, and no end will ever be counted here.
-        self.counts[STARTED] = self._ends()
-        self.promoter = Promoter(self, self.promoter.name)
-        self.promoter.retire()
-        if self.gate is not None:
-            self.gate.after_fork_in_child()
-        for gate in self._lane_gates:
-            gate.after_fork_in_child()
-        self.workers.forget_threads()
-        self.drained = threading.Event()
-        self.drained.set()
-
     def _key_or_error(self, task: Task) -> Any:
         try:
             return self._key(task)
@@ -999,21 +694,3 @@ class Scheduler:
 
 # take()'s plain claims leave nothing to do: a lane's task, which may, has its own.
 _NO_EFFECTS = Effects()
-
-
-def fail_fresh(task: Task, exc: BaseException) -> None:
-    task.fail(fresh(exc))
-
-
-def fresh(exc: BaseException) -> BaseException:
-    """A new exception like ``exc``, to raise in one more place: one instance raised from
-    many would collect all their tracebacks."""
-    try:
-        fresh = copy.copy(exc)
-    except Exception:
-        # Its __init__ does not take its own args: say what broke, and chain it.
-        fresh = BrokenExecutor(f"the executor cannot run tasks: {type(exc).__name__}")
-        fresh.__cause__ = exc
-        return fresh
-    fresh.__cause__ = exc.__cause__  # where the pool broke, if it said so
-    return fresh

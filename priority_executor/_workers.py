@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import _threads
 from ._effects import Effects
-from ._task import STARTED, STATES, Call, Core, Task, run
+from ._run import run
+from ._task import STARTED, STATES, Call, Core, Task
 
 if TYPE_CHECKING:
     from ._backend import Backend
