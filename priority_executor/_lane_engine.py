@@ -584,8 +584,10 @@ class LaneTally:
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
         end = functools.partial(lane.ended, state, core.now(), core)
-        top, idle = lane.root or lane, core.workers.idle
-        if (top.held and idle) or lane.drained is not None or (lane.timed and top.given):
+        top, workers = lane.root or lane, core.workers
+        # Whether a worker could start a task now: one idle, or one the pool may add.
+        free = bool(workers.idle) or len(workers.threads) < workers.max_workers
+        if (top.held and free) or lane.drained is not None or (lane.timed and top.given):
             # Counted at once: a task waits for this room and a worker could start it now,
             # or a task holds room that a cooldown this end starts again takes back.
             core.locked(end)
@@ -596,7 +598,7 @@ class LaneTally:
             # After the post: a task throttled since, by a thread that counted the posts
             # before this one, waits for whoever counts this one; this look makes it this
             # thread, now. (A worker that parks after it sees the post: see take().)
-            if top.held and idle:
+            if top.held and free:
                 core.locked(core.count_posted)
         self.tally[state] = count
 

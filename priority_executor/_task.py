@@ -350,6 +350,8 @@ class Core(Protocol):
 
 class Workers(Protocol):
     idle: list[Any]  # the parked workers' locks: empty while every worker is busy
+    threads: list[Any]  # the workers' threads
+    max_workers: int
 
 
 class Holder(Protocol):

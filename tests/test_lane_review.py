@@ -1,9 +1,8 @@
 """Promises that a review of lanes, the wall clock and expiries found broken: one regression
 test each, written as a user would write the code, through the public API.
 
-The lane engine's (how an enclosing lane shares its room with the lanes inside it) are
-marked to fail and are not run: two of them livelock a worker under the scheduler's lock,
-which would spin a thread for the rest of the run.
+Five were the lane engine's: how an enclosing lane shares its room with the lanes inside
+it (two of them livelocked a worker under the scheduler's lock).
 """
 
 from __future__ import annotations
@@ -58,6 +57,31 @@ def test_a_child_task_starts_when_its_parents_own_task_ends_not_after_its_callba
         inner.result(timeout=TIMEOUT)
         wait_until(lambda: bool(seen), what="the callback")
         assert seen == [True]
+    finally:
+        shutdown_bounded(ex)
+
+
+@pytest.mark.timeout(20)
+def test_a_child_task_starts_on_a_new_worker_while_its_parents_task_callback_waits() -> None:
+    """As above, with no idle worker but room in the pool for one more: the task that waits
+    comes due later (delayed), so no submit started a worker for it."""
+    clock = ManualClock()
+    ex = PriorityExecutor(max_workers=2, clock=clock)
+    try:
+        parent = ex.lane("parent", max_running=1)
+        child = ex.lane("child", parent=parent)
+        release = threading.Event()
+        seen: list[object] = []
+        own = parent.submit(release.wait, TIMEOUT)
+        wait_until(own.running, what="the parent's own task to start")
+        inner = child.submit(int, delay=1)
+        clock.advance(1)
+        wait_until(lambda: child.stats().throttled == 1, what="the child's task to wait")
+        own.add_done_callback(lambda _: seen.append(inner.result(timeout=PROMPTLY)))
+        release.set()
+        assert inner.result(timeout=TIMEOUT) == 0
+        wait_until(lambda: bool(seen), what="the callback")
+        assert seen == [0]
     finally:
         shutdown_bounded(ex)
 
