@@ -9,10 +9,12 @@ from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
+from ._token import CancelToken, TaskStopped, TaskTimeoutError, current, stop
 from ._waiting import WaitingTask
 
 __all__ = [
     "Aging",
+    "CancelToken",
     "Cron",
     "EarliestDeadlineFirst",
     "ExecutorStats",
@@ -27,6 +29,10 @@ __all__ = [
     "Retry",
     "Schedule",
     "TaskInfo",
+    "TaskStopped",
+    "TaskTimeoutError",
     "WaitingTask",
+    "current",
+    "stop",
 ]
 __version__ = "0.1.0"

@@ -10,12 +10,13 @@ asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry it
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._calendar import Calendar
 from ._lanes import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
+from ._runtime import Pooled, RunLimit
 from ._task import (
     EXPIRED,
     FAILED,
@@ -50,6 +51,7 @@ class Extension:
         "options",
         "recurrence",
         "retry",
+        "time_limit",
         "wall_due",
     )
     lock_free = False  # it needs the promoter
@@ -62,8 +64,12 @@ class Extension:
         recurrence: Recurrence | Calendar | None,
         wall_due: float | None = None,
         options: Options | None = None,
+        time_limit: float | None = None,
     ) -> None:
         self.deadline = deadline
+        # How long each run may take, in seconds: the call's, its lane's or its executor's
+        # (see _runtime).
+        self.time_limit = time_limit
         self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
@@ -170,15 +176,33 @@ class Extension:
 
     def copy(self, task: Task) -> Extension:
         new = Extension(
-            self.deadline, self.lane, self.retry, self.recurrence, self.wall_due, self.options
+            self.deadline,
+            self.lane,
+            self.retry,
+            self.recurrence,
+            self.wall_due,
+            self.options,
+            self.time_limit,
         )
         new.attempt = self.attempt
         new.error = self.error
         return new
 
-    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does."""
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:
+        """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does;
+        one with a time limit through its ``RunLimit``. True: the worker left the pool."""
+        limit = None
+        if self.time_limit is not None:
+            pooled = cast(Pooled, core)  # the scheduler
+            backend = pooled.workers.backend  # one that can stop a call: see _executor
+            kill = None if backend is None else backend.kill
+            call = limit = RunLimit(task, self, self.time_limit, call, kill, pooled)
+        else:
+            # Each run (a retry's attempt, a series' run) has a token of its own, made
+            # when asked for (see _token).
+            task.future._token = None
         if self.lane is None:
             run(task, tally, call)
         else:
             self.lane.run(task, tally, call, core)
+        return limit is not None and limit.replaced

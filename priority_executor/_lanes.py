@@ -31,6 +31,7 @@ from . import _threads
 from ._arguments import check_int, check_priority, seconds
 from ._gate import Gate, make_gate
 from ._retry import check_retry
+from ._runtime import check_time_limit
 from ._stats import ExecutorStats, make_stats
 from ._submitting import Executor
 from ._task import (
@@ -105,6 +106,7 @@ class LaneState:
         "share",
         "survive_failures",
         "throttled",
+        "time_limit",
         "timed",
         "timer",
         "tracked",
@@ -167,6 +169,7 @@ class LaneState:
         # on free-threaded builds too.
         self.in_hand: list[None] = []
         self.facade: weakref.ref[Lane] | None = None
+        self.time_limit: float | None = None  # how long each run may take (see _runtime)
 
     @property
     def rates(self) -> tuple[tuple[int, float], ...]:
@@ -187,6 +190,7 @@ class LaneState:
             "survive_failures": self.survive_failures,
             "max_waiting": None if self.gate is None else self.gate.limit,
             "waiting_timeout": None if self.gate is None else self.gate.timeout,
+            "time_limit": self.time_limit,
         }
 
     def chain(self) -> Iterator[LaneState]:
@@ -760,6 +764,7 @@ def make_lane_state(
     rates: Rates | None = None,
     weight: float | None = None,
     parent: LaneState | None = None,
+    time_limit: float | timedelta | None = None,
 ) -> LaneState:
     """The options of ``executor.lane()``, checked (``parent`` by the executor)."""
     if name is not None and not isinstance(name, str):
@@ -773,7 +778,8 @@ def make_lane_state(
     if not isinstance(survive_failures, bool):
         raise TypeError(f"survive_failures must be a bool, not {type(survive_failures).__name__}")
     gate = make_gate(max_waiting, waiting_timeout)
-    return LaneState(
+    limit = check_time_limit(time_limit)
+    state = LaneState(
         name,
         priority or 0,
         max_running,
@@ -785,6 +791,8 @@ def make_lane_state(
         check_weight(weight),
         parent,
     )
+    state.time_limit = limit
+    return state
 
 
 Rates = Sequence[tuple[int, "float | timedelta"]]

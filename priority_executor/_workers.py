@@ -58,6 +58,12 @@ class WorkerPool:
         self._spawning = threading.Lock()
         self._retired = False  # nothing is left to start: no thread starts any more
         self._alive = 0  # threads started and not yet exited
+        self._named = 0  # threads named so far: {name_prefix}_{i}, one i each
+        # Threads whose call ran past its time limit and goes on (see _runtime), and those
+        # of them that left the pool for a replacement (at most max_workers): under the
+        # scheduler's lock.
+        self.overrunning = 0
+        self.replaced = 0
 
     def start_worker(self, scheduler: Source) -> None:
         """Start a worker, unless ``max_workers`` are running already. Raises only if it
@@ -76,7 +82,7 @@ class WorkerPool:
             self._alive += 1  # likewise: it may exit before start() returns
             try:
                 thread = _threads.start(
-                    f"{self.name_prefix}_{len(self.threads)}",
+                    f"{self.name_prefix}_{self._named}",
                     scheduler,
                     self._work,
                     scheduler,
@@ -89,7 +95,19 @@ class WorkerPool:
                 if not self.threads:
                     raise
                 return  # the workers there are will do
+            self._named += 1
             self.threads.append(thread)
+
+    def leave(self, thread: threading.Thread) -> bool:
+        """``thread`` overruns a time limit: it is no longer one of the pool's workers, and
+        its place is free for a replacement (it exits once its call returns). False if it
+        is not one (it left already)."""
+        with self._spawning:
+            try:
+                self.threads.remove(thread)
+            except ValueError:
+                return False
+            return True
 
     def wake_one(self) -> bool:
         """Wake an idle worker, if there is one; return whether there was."""
@@ -194,7 +212,7 @@ class WorkerPool:
                 task.abandon()
             elif ext is None:
                 run(task, tally, call)
-            else:
-                ext.run(task, tally, call, scheduler)
+            elif ext.run(task, tally, call, scheduler):
+                return  # it overran its time limit, and a replacement took its place
             # A finished task, and its result, must not live on while this worker sleeps.
             del task, ext
