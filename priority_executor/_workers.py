@@ -213,6 +213,10 @@ class WorkerPool:
             elif ext is None:
                 run(task, tally, call)
             elif ext.run(task, tally, call, scheduler):
-                return  # it overran its time limit, and a replacement took its place
+                # It overran its time limit, and a replacement took its place: it exits,
+                # with no look in take() after its end, which may have been the last
+                # thing a shutdown waited for. An idle worker looks in its place.
+                self.wake_one()
+                return
             # A finished task, and its result, must not live on while this worker sleeps.
             del task, ext
