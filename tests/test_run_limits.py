@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     CancelledError,
@@ -16,7 +17,6 @@ from concurrent.futures import (
     wait,
 )
 from datetime import timedelta
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -195,8 +195,7 @@ def test_race_limit_against_end_at_the_same_moment_has_one_outcome() -> None:
             future = ex.options(time_limit=0.002).submit(time.sleep, 0.002)
             with contextlib.suppress(TaskTimeoutError):
                 future.result(TIMEOUT)
-            stats = ex.stats()
-        wait_until(lambda: ex.stats().running == 0, what="the end counted")  # noqa: B023
+        wait_until(lambda: ex.stats().running == 0, what="the end counted")
         stats = ex.stats()
         if future.exception() is None:
             assert (stats.completed, stats.failed) == (1, 0)
