@@ -10,6 +10,7 @@ moment: a backend with a queue of its own would run what it holds in submission 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -164,6 +165,11 @@ class Backend:
             refused.set_exception(exc)
             return refused
 
+    def signal_workers(self, signum: int) -> None:
+        """Send ``signum`` to every process of the process backend (see ``killable``)."""
+        if self._slots is not None:
+            self._slots.signal_all(signum)
+
     def close(self) -> None:
         """Shut down the backend if this executor created it. Called once no task can reach
         it any more; safe to call again."""
@@ -264,6 +270,17 @@ class ProcessSlots(Executor):
             self._killed.add(remote)
         os.kill(slot[1], _KILL)
         return True
+
+    def signal_all(self, signum: int) -> None:
+        """Send ``signum`` to every process, busy or idle (see
+        ``PriorityExecutor.terminate_workers``): the calls they run fail with
+        ``TaskStopped``."""
+        with self._lock:
+            self._killed.update(remote for remote in self._busy if not remote.done())
+            pids = [pid for _, pid in (*self._free, *self._busy.values())]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # it exited already
+                os.kill(pid, signum)
 
     def was_killed(self, remote: Future[Any]) -> bool:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -509,6 +510,28 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # it, if it had any.
         if waited and self._backend is not None:
             self._backend.close()
+
+    def terminate_workers(self) -> None:
+        """As ``ProcessPoolExecutor.terminate_workers()`` of Python 3.14, for
+        ``backend="process"``: shut down without waiting, cancelling every task not
+        started, and terminate (SIGTERM) every process; the calls they run fail with
+        ``TaskStopped``. ``RuntimeError`` without that backend."""
+        self._signal_workers(signal.SIGTERM)
+
+    def kill_workers(self) -> None:
+        """As ``terminate_workers()``, with SIGKILL (``ProcessPoolExecutor.kill_workers()``
+        of Python 3.14); on Windows, the same as ``terminate_workers()``."""
+        self._signal_workers(getattr(signal, "SIGKILL", signal.SIGTERM))
+
+    def _signal_workers(self, signum: int) -> None:
+        backend = self._backend
+        if backend is None or not backend.killable:
+            raise RuntimeError(
+                'terminate_workers() and kill_workers() need backend="process": they stop'
+                " the processes that the executor made"
+            )
+        self.shutdown(wait=False, cancel_futures=True)
+        backend.signal_workers(signum)
 
     def _adjust_thread_count(self) -> None:
         """ThreadPoolExecutor's hook to start a thread for new work: here the worker pool

@@ -984,6 +984,12 @@ class Lane(Executor):
         return self._state.survive_failures
 
     @property
+    def time_limit(self) -> float | None:
+        """In seconds: how long each run of its tasks may take, in place of the
+        executor's (a call's own wins); None: the executor's."""
+        return self._state.time_limit
+
+    @property
     def max_waiting(self) -> int | None:
         """At most this many of its tasks wait to start; a submit past it waits for room."""
         gate = self._state.gate

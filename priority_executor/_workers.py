@@ -137,6 +137,7 @@ class WorkerPool:
         self.handing = []
         self._spawning = threading.Lock()
         self._retired = True
+        self.overrunning = self.replaced = 0  # the parent's
 
     # -- parking -----------------------------------------------------------------------------
 

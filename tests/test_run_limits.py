@@ -633,3 +633,23 @@ def test_stop_kills_a_process_call() -> None:
         with pytest.raises(TaskStopped):
             slow.result(60)
         assert ex.submit(sum, [1, 2]).result(60) == 3
+
+
+def test_terminate_and_kill_workers_stop_every_process() -> None:
+    for method in ("terminate_workers", "kill_workers"):
+        ex = PriorityExecutor(2, backend="process")
+        assert ex.submit(os.getpid).result(60) > 0
+        running = [ex.submit(time.sleep, 60) for _ in range(2)]
+        waiting = ex.submit(time.sleep, 60)
+        wait_until(lambda: all(f.running() for f in running), timeout=60, what="in processes")  # noqa: B023
+        time.sleep(0.2)  # the calls started there, beyond the hand-off
+        getattr(ex, method)()
+        for future in running:
+            with pytest.raises(TaskStopped):
+                future.result(60)
+        assert waiting.cancelled()
+        with pytest.raises(RuntimeError):
+            ex.submit(int)
+        ex.shutdown()
+    with PriorityExecutor(1) as threads, pytest.raises(RuntimeError, match="process"):
+        threads.kill_workers()

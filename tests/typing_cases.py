@@ -191,6 +191,9 @@ def limited(ex: PriorityExecutor, lane: Lane, future: Future[int]) -> None:
     token.raise_if_cancelled()
     assert_type(stop(future), bool)
     assert_type(TaskTimeoutError("f", 1.0).limit, float)
+    assert_type(lane.time_limit, "float | None")
+    ex.terminate_workers()
+    ex.kill_workers()
     ex.options(time_limit="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.options(5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, time_limit=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
