@@ -51,6 +51,7 @@ class Extension:
         "options",
         "recurrence",
         "retry",
+        "run_limit",
         "time_limit",
         "wall_due",
     )
@@ -70,6 +71,7 @@ class Extension:
         # How long each run may take, in seconds: the call's, its lane's or its executor's
         # (see _runtime).
         self.time_limit = time_limit
+        self.run_limit: RunLimit | None = None  # its run's, from its start to its end
         self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
@@ -99,6 +101,9 @@ class Extension:
         return STARTED
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        if state == STARTED and self.time_limit is not None:
+            # Its run starts: the limit's alarm is set in the claim's own locked step.
+            self.run_limit = RunLimit(task, self, self.time_limit, cast(Pooled, core), effects)
         if self.wall_due is not None and (was == PENDING) is not (state == PENDING):
             if state == PENDING:
                 core.wall_time.waiting += 1
@@ -191,12 +196,14 @@ class Extension:
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:
         """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does;
         one with a time limit through its ``RunLimit``. True: the worker left the pool."""
-        limit = None
-        if self.time_limit is not None:
-            pooled = cast(Pooled, core)  # the scheduler
-            backend = pooled.workers.backend  # one that can stop a call: see _executor
-            kill = None if backend is None else backend.kill
-            call = limit = RunLimit(task, self, self.time_limit, call, kill, pooled)
+        limit = self.run_limit
+        if limit is not None:
+            self.run_limit = None
+            if call is not None:
+                limit.inner = call
+                backend = cast(Pooled, core).workers.backend  # one that can stop a call
+                limit.kill = None if backend is None else backend.kill
+            call = limit
         else:
             # Each run (a retry's attempt, a series' run) has a token of its own, made
             # when asked for (see _token).

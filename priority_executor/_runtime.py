@@ -5,13 +5,15 @@ A run with a limit is made through a ``RunLimit``, the run's ``_task.Call``, whi
 an alarm in the scheduler's timer heap at the run's start plus its limit (as a deadline's
 ``Expiry`` is): the promoter fires it on time, a ``ManualClock`` exactly at the limit.
 
-Whichever comes first, the limit or the end of the call, is decided by one atomic step
-under the scheduler's lock: ``RunLimit.state`` leaves RUNNING once, in ``fire()`` (the
-limit) or in ``_finish()`` (the call). The limit that wins fails the task's future at once
-with ``TaskTimeoutError`` (unless a retry or the series follows: then the run's outcome is
-that error, when its call returns), sets the run's token (``_token``), and on the process
-backend kills the process that runs the call. What the call then returns or raises is
-dropped: its run ends with ``TaskTimeoutError``, counted where the future ended.
+The alarm is set in the locked step that claims the task STARTED (``Extension.moved``),
+so a run's limit counts from its claim. Whichever comes first, the limit or the end of the
+call, is decided by one atomic step under the scheduler's lock: ``RunLimit.state`` leaves
+RUNNING once, in ``fire()`` (the limit) or in ``_finish()`` (the call). The limit that
+wins fails the task's future at once with ``TaskTimeoutError`` (unless a retry or the
+series follows: then the run's outcome is that error, when its call returns), sets the
+run's token (``_token``), and on the process backend kills the process that runs the call.
+What the call then returns or raises is dropped: its run ends with ``TaskTimeoutError``,
+counted where the future ended.
 
 A thread cannot be killed: a call that ignores its token keeps running, *overrunning*,
 and still counts as running, holding its lane's slot, until it returns (its lane's limit
@@ -28,7 +30,7 @@ import functools
 import threading
 from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED, PENDING, RUNNING
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 
 from ._arguments import callable_name, seconds
 from ._backend import RemoteFuture
@@ -75,12 +77,13 @@ class LimitedFuture(OwnFuture[T]):
             super().set_exception(exc)
 
     def set_running_or_notify_cancel(self) -> bool:
-        # Read in Future's private state, as RemoteFuture does (a last resort).
-        with self._condition:
-            if self._over or self._state == RUNNING:
-                return True  # failed at its limit, or set running by its RunLimit
-            if self._state == CANCELLED_AND_NOTIFIED:
-                return False  # reported by its RunLimit, which found it cancelled
+        # Read in Future's private state, as RemoteFuture does (a last resort), without
+        # its lock: each state tested here is final for this call (no one but the run
+        # sets it running, cancel() cannot undo RUNNING, _over is never cleared).
+        if self._over or self._state == RUNNING:
+            return True  # failed at its limit, or set running by its RunLimit
+        if self._state == CANCELLED_AND_NOTIFIED:
+            return False  # reported by its RunLimit, which found it cancelled
         return super().set_running_or_notify_cancel()
 
     def set_result(self, result: T) -> None:
@@ -120,27 +123,28 @@ class RunLimit(Alarm):
         "token",
     )
 
-    def __init__(
-        self,
-        task: Task,
-        ext: Extension,
-        limit: float,
-        inner: Call | None,
-        kill: Callable[[OwnFuture[Any]], object] | None,
-        core: Pooled,
-    ) -> None:
+    def __init__(self, task: Task, ext: Extension, limit: float, core: Pooled, effects: Effects):
+        """The run of ``task`` starts: claimed STARTED, under the scheduler's lock, by the
+        worker that will make its call (see ``Extension.moved``). So its alarm is set in
+        the same locked step as the claim."""
         self.fn = task.fn  # its name is what the error and the log say
         self.ext = ext
         self.limit = limit
-        self.inner = inner  # the backend's call, or None: here, in this thread
-        self.kill = kill  # the backend's, if it can stop a call
+        self.inner: Call | None = None  # the backend's call, or None: here, in this thread
+        self.kill: Callable[[OwnFuture[Any]], object] | None = None  # the backend's
         self.core = core
         self.state = _RUNNING
         self.overran = False  # its thread overruns, counted in the pool's overrunning
         self.replaced = False  # its thread left the pool at the limit
-        self.thread = threading.current_thread()
-        self.future: LimitedFuture[Any] | None = None
-        self.token: CancelToken | None = None
+        self.thread = threading.current_thread()  # the worker's: take() runs in it
+        self._when = core.now() + limit
+        self._seq = core.next_seq()
+        # A fresh token for each run, made before the run can be seen running: a stop()
+        # either cancels the future first or finds this token.
+        future = cast(LimitedFuture[Any], task.future)  # a limited task's
+        self.future: LimitedFuture[Any] | None = future
+        self.token = future._token = CancelToken(self._when, core.now)
+        core.set_alarm(self, effects)
 
     def live(self) -> bool:
         return self.state == _RUNNING
@@ -151,21 +155,15 @@ class RunLimit(Alarm):
     def __call__(
         self, future: OwnFuture[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
     ) -> Any:
-        core, ext = self.core, self.ext
-        # A fresh token for each run, made before the run can be seen running: a stop()
-        # either cancels the future first or finds this token.
-        token = self.token = future._token = CancelToken(None, core.now)
-        self.future = future  # type: ignore[assignment]  # a limited task's
-        inner = self.inner
-        one_shot = ext.retry is None and ext.recurrence is None
-        if inner is None and one_shot and not future.set_running_or_notify_cancel():
-            # A one-shot call runs as ThreadPoolExecutor's does, so cancel() says False
-            # from here on; it was cancelled since the claim: run() reports it.
-            raise CancelledError
-        if inner is not None and self.kill is not None:
+        core, ext, inner = self.core, self.ext, self.inner
+        if inner is None and ext.retry is None and ext.recurrence is None:
+            if not future.set_running_or_notify_cancel():
+                # A one-shot call runs as ThreadPoolExecutor's does, so cancel() says False
+                # from here on; it was cancelled since the claim: run() reports it.
+                raise CancelledError
+        elif inner is not None and self.kill is not None:
             kill = self.kill
-            token.on_cancel(lambda: kill(future))  # the limit, or stop(): the process dies
-        core.locked(self._start)
+            self.token.on_cancel(lambda: kill(future))  # the limit, or stop(): it dies
         try:
             result = fn(*args, **kwargs) if inner is None else inner(future, fn, args, kwargs)
         except BaseException:
@@ -175,13 +173,6 @@ class RunLimit(Alarm):
         if not core.locked(self._finish):
             raise self._error()
         return result
-
-    def _start(self, effects: Effects) -> None:
-        core = self.core
-        self._when = core.now() + self.limit
-        self._seq = core.next_seq()
-        self.token.deadline = self._when  # type: ignore[union-attr]  # made by __call__
-        core.set_alarm(self, effects)
 
     def _error(self) -> TaskTimeoutError:
         return TaskTimeoutError(callable_name(self.fn), self.limit)
@@ -217,9 +208,12 @@ class RunLimit(Alarm):
                 workers.replaced += 1
                 self.replaced = True
                 effects.later.append(functools.partial(_replace, self.core))
-        effects.later.append(
-            functools.partial(self._at_limit, error, self._ends_task(ext, error, now))
-        )
+        future = self.future
+        if future is not None and self._ends_task(ext, error, now):
+            # Every future whose limit passed fails first; then the log lines and the
+            # tokens, whose callbacks (and the threads they wake) could make them late.
+            effects.later.append(functools.partial(future.fail_at_limit, error))
+        effects.finally_.append(functools.partial(self._at_limit, error))
 
     def _ends_task(self, ext: Extension, error: TaskTimeoutError, now: float) -> bool:
         """Whether the run's time-out ends its task (its future fails now), or a retry or
@@ -233,20 +227,15 @@ class RunLimit(Alarm):
         wait = retry.again(error, ext.attempt)
         return wait is None or (ext.deadline is not None and now + wait >= ext.deadline)
 
-    def _at_limit(self, error: TaskTimeoutError, ends: bool) -> None:
-        future, token = self.future, self.token
-        if ends and future is not None:
-            future.fail_at_limit(error)
+    def _at_limit(self, error: TaskTimeoutError) -> None:
         LOGGER.warning(
-            "%s%s ran past its time limit of %g s%s",
+            "%s%s ran past its time limit of %g s; its call is asked to stop",
             error.task,
             in_lane(self.ext.lane),
             self.limit,
-            "; its call is asked to stop",
             extra=fields(self.fn, self.ext.lane, limit=self.limit),
         )
-        if token is not None:
-            token.cancel(error)
+        self.token.cancel(error)
 
 
 def _replace(core: Pooled) -> None:

@@ -56,14 +56,16 @@ class CancelToken:
     def __init__(self, deadline: float | None = None, now: Callable[[], float] | None = None):
         self.deadline = deadline
         self._now = now
-        self._event = threading.Event()
+        # Made by the first sleep(): most runs never sleep on their token, and an Event is
+        # a Condition and two locks.
+        self._event: threading.Event | None = None
         self._reason: BaseException | None = None
         self._callbacks: list[Callable[[], object]] | None = []  # None once set
 
     @property
     def cancelled(self) -> bool:
         """Whether the run was asked to stop."""
-        return self._event.is_set()
+        return self._reason is not None
 
     @property
     def reason(self) -> BaseException | None:
@@ -80,7 +82,15 @@ class CancelToken:
     def sleep(self, seconds: float) -> bool:
         """Sleep for ``seconds`` (real time), or until the run is asked to stop, whichever
         comes first; return whether it was asked to stop."""
-        return self._event.wait(seconds)
+        event = self._event
+        if event is None:
+            with _lock:
+                if self._reason is not None:
+                    return True
+                event = self._event
+                if event is None:
+                    event = self._event = threading.Event()
+        return event.wait(seconds)
 
     def time_left(self) -> float | None:
         """Seconds until the run's time limit (negative once past it), or None without one."""
@@ -107,7 +117,9 @@ class CancelToken:
                 return False
             self._callbacks = None
             self._reason = reason
-        self._event.set()
+            event = self._event  # a sleep() that made one after this sees the reason
+        if event is not None:
+            event.set()
         for callback in callbacks:
             _call(callback)
         return True
