@@ -101,9 +101,22 @@ class Extension:
         return STARTED
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
-        if state == STARTED and self.time_limit is not None:
-            # Its run starts: the limit's alarm is set in the claim's own locked step.
-            self.run_limit = RunLimit(task, self, self.time_limit, cast(Pooled, core), effects)
+        if state == STARTED:
+            if self.time_limit is not None:
+                # Its run starts: the limit's alarm is set in the claim's own locked step.
+                limit = RunLimit(task, self, self.time_limit, cast(Pooled, core), effects)
+                self.run_limit = limit
+            retry = self.retry
+            # The first attempt starts: the retry budget is every later attempt's start
+            # deadline, as an expires= is (a series has no deadline: not for its runs).
+            if (
+                retry is not None
+                and retry.budget is not None
+                and self.attempt == 1
+                and self.recurrence is None
+            ):
+                end = core.now() + retry.budget
+                self.deadline = end if self.deadline is None else min(self.deadline, end)
         if self.wall_due is not None and (was == PENDING) is not (state == PENDING):
             if state == PENDING:
                 core.wall_time.waiting += 1

@@ -653,3 +653,29 @@ def test_terminate_and_kill_workers_stop_every_process() -> None:
         ex.shutdown()
     with PriorityExecutor(1) as threads, pytest.raises(RuntimeError, match="process"):
         threads.kill_workers()
+
+
+def test_a_retry_budget_bounds_every_attempt_start() -> None:
+    clock = ManualClock()
+    starts: list[float] = []
+
+    def flaky() -> None:
+        starts.append(clock.now())
+        raise ConnectionError(len(starts))
+
+    retry = Retry(10, backoff=1, factor=1, budget=2.5)
+    assert retry == Retry(10, backoff=1, factor=1, budget=timedelta(seconds=2.5))
+    assert "budget=2.5" in repr(retry)
+    with PriorityExecutor(1, clock=clock, retry=retry) as ex:
+        future = ex.submit(flaky)
+        for _ in range(5):
+            clock.settle(TIMEOUT)
+            clock.advance(1)
+        assert starts == [0.0, 1.0, 2.0]  # the next would start at 3: past the budget
+        with pytest.raises(ConnectionError, match="3"):
+            future.result(TIMEOUT)
+        assert ex.stats().retries == 2 and ex.stats().failed == 1
+    with pytest.raises(ValueError, match="budget"):
+        Retry(budget=0)
+    with pytest.raises(TypeError, match="budget"):
+        Retry(budget="1")  # type: ignore[arg-type]

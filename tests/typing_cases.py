@@ -27,6 +27,7 @@ from priority_executor import (
     Lane,
     Priority,
     PriorityExecutor,
+    Retry,
     TaskTimeoutError,
     current,
     stop,
@@ -194,6 +195,7 @@ def limited(ex: PriorityExecutor, lane: Lane, future: Future[int]) -> None:
     assert_type(lane.time_limit, "float | None")
     ex.terminate_workers()
     ex.kill_workers()
+    assert_type(Retry(3, on=TaskTimeoutError, budget=timedelta(seconds=30)).budget, "float | None")
     ex.options(time_limit="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.options(5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, time_limit=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
