@@ -212,7 +212,11 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
         plain = (
-            deadline is None and retry is None and wall is None and options is None and not limit
+            deadline is None
+            and retry is None
+            and wall is None
+            and options is None
+            and limit is None
         )
         if lane is None and plain:
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
