@@ -532,9 +532,11 @@ class Model:
         if task.state in WAITING:
             self.claimed(task, "cancelled")
             return True
+        if task.state == "running" and task.retry is not None and task.cancel_requested:
+            return True  # cancelled already: the future says so again
         if task.state == "running" and task.retry is not None and not task.over:
-            # Its future stays pending across attempts: cancel() wins, and the outcome of the
-            # attempt in progress is dropped.
+            # Its future stays pending across attempts (unless failed at its limit):
+            # cancel() wins, and the outcome of the attempt in progress is dropped.
             task.cancel_requested = True
             return True
         # An expired retry's future holds the last exception (it counts failed).
