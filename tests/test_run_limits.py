@@ -679,3 +679,20 @@ def test_a_retry_budget_bounds_every_attempt_start() -> None:
         Retry(budget=0)
     with pytest.raises(TypeError, match="budget"):
         Retry(budget="1")  # type: ignore[arg-type]
+
+
+def test_shutdown_without_waiting_leaves_an_overrun_to_finish_alone() -> None:
+    clock = ManualClock()
+    release = threading.Event()
+    ex = PriorityExecutor(1, clock=clock)
+    future = ex.options(time_limit=1).submit(hang, release)
+    wait_until(lambda: ex.stats().running == 1, what="hung")
+    clock.advance(1)
+    start = time.monotonic()
+    ex.shutdown(wait=False)  # returns at once: it never waits for a call
+    assert time.monotonic() - start < 1
+    assert isinstance(future.exception(), TaskTimeoutError)
+    assert ex.stats().overrunning == 1
+    release.set()
+    ex.shutdown(wait=True)  # the overrun's end was the last thing it waited for
+    assert ex.stats().overrunning == 0 and ex.stats().failed == 1
