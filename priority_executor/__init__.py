@@ -10,10 +10,12 @@ from ._limits import Smooth
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
+from ._token import CancelToken, TaskStopped, TaskTimeoutError, current, stop
 from ._waiting import WaitingTask
 
 __all__ = [
     "Aging",
+    "CancelToken",
     "Cron",
     "EarliestDeadlineFirst",
     "ExecutorStats",
@@ -29,6 +31,10 @@ __all__ = [
     "Schedule",
     "Smooth",
     "TaskInfo",
+    "TaskStopped",
+    "TaskTimeoutError",
     "WaitingTask",
+    "current",
+    "stop",
 ]
 __version__ = "0.1.0"

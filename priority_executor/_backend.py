@@ -10,16 +10,26 @@ moment: a backend with a queue of its own would run what it holds in submission 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import signal
 import sys
 import threading
 import weakref
-from concurrent.futures import BrokenExecutor, CancelledError, Executor, Future
+from concurrent.futures import (
+    BrokenExecutor,
+    CancelledError,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+)
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED
 from typing import Any, Callable, Literal, TypeVar, Union
 
 from . import _lifecycle
 from ._task import OwnFuture
+from ._token import TaskStopped
 
 T = TypeVar("T")
 
@@ -67,7 +77,7 @@ class RemoteFuture(OwnFuture[T]):
             self.set_running_or_notify_cancel()
 
     def set_running_or_notify_cancel(self) -> bool:
-        # Its worker reports the outcome as for any task (see _task.run), and a
+        # Its worker reports the outcome as for any task (see _run.run), and a
         # cancellation may have been reported already, by the above: then Future's own
         # would log CRITICAL and raise. Read in Future's private state, as OwnFuture's
         # __init__ writes it (see _task): a last resort, the same since Python 3.2.
@@ -89,18 +99,37 @@ class Backend:
     def __init__(self, executor: Executor, owned: bool) -> None:
         self.executor = executor
         self._owned = owned  # created for a string shorthand: ours to shut down
+        # The process backend's calls in flight, by our future: what kill() stops. (A
+        # dict's item assignment, lookup and pop are atomic, on free-threaded builds too.)
+        self._slots = executor if isinstance(executor, ProcessSlots) else None
+        self._in_flight: dict[OwnFuture[Any], Future[Any]] = {}
+
+    @property
+    def killable(self) -> bool:
+        """Whether a call in it can be stopped (see ``kill``): on ``backend="process"``."""
+        return self._slots is not None
+
+    def kill(self, future: OwnFuture[Any]) -> bool:
+        """Kill the process that runs the call of ``future`` (its time limit passed, or it
+        was asked to stop): its call fails with ``TaskStopped``, and the next call gets a
+        new process. False if the call is not in a process now."""
+        remote = self._in_flight.get(future)
+        return remote is not None and self._slots is not None and self._slots.kill(remote)
 
     def call(
         self, future: OwnFuture[Any], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any
     ) -> Any:
         """Make a claimed task's call in the backend, from a worker thread that waits for it
-        (see ``_task.run``): return or raise its outcome. Waiting here, rather than in a
+        (see ``_run.run``): return or raise its outcome. Waiting here, rather than in a
         callback, keeps the worker's slot taken until the call ends, and runs the future's
         callbacks in this thread, never in the backend's own."""
         remote = future._hand_off(functools.partial(self._submit, fn, args, kwargs))
         del fn, args, kwargs  # the backend has them; they must not live as long as the call
         if remote is None:
             raise CancelledError  # the future is cancelled: the outcome is dropped
+        slots = self._slots
+        if slots is not None:
+            self._in_flight[future] = remote
         try:
             return remote.result()
         except CancelledError:
@@ -109,6 +138,9 @@ class Backend:
             future._cancelled_there()
             raise
         except BaseException as exc:
+            if slots is not None and slots.was_killed(remote):
+                # Its own process only, by kill(): the other calls go on.
+                raise TaskStopped("the process that ran the call was killed") from exc
             if isinstance(exc, BrokenExecutor) or (
                 isinstance(remote, _Refused) and _refuses_all(exc)
             ):
@@ -117,6 +149,9 @@ class Backend:
                 if owner is not None:
                     owner.break_pool(exc)
             raise
+        finally:
+            if slots is not None:
+                self._in_flight.pop(future, None)
 
     def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Future[Any]:
         """Hand a call over. A refusal becomes the call's outcome; one that every later call
@@ -129,6 +164,11 @@ class Backend:
             refused: Future[Any] = _Refused()
             refused.set_exception(exc)
             return refused
+
+    def signal_workers(self, signum: int) -> None:
+        """Send ``signum`` to every process of the process backend (see ``killable``)."""
+        if self._slots is not None:
+            self._slots.signal_all(signum)
 
     def close(self) -> None:
         """Shut down the backend if this executor created it. Called once no task can reach
@@ -148,13 +188,12 @@ def open_backend(
         return None
     if backend == "process":
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
         # This process has threads (ours, at least): a child forked now could inherit a lock
         # that one of them holds, and deadlock on it (Python 3.12+ warns of it).
         safe = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         context = multiprocessing.get_context(safe)
-        executor: Executor = ProcessPoolExecutor(max_workers, context, initializer, initargs)
+        executor: Executor = ProcessSlots(context, initializer, initargs)
         owned = True
     elif isinstance(backend, Executor):
         if initializer is not None:
@@ -171,6 +210,95 @@ def open_backend(
         )
     _lifecycle.exit_before_process_pools()
     return Backend(executor, owned)
+
+
+class ProcessSlots(Executor):
+    """What ``backend="process"`` runs calls on: a process pool of one process for each
+    call in flight (at most ``max_workers``, one per slot of the executor), so that one
+    call's process can be killed (see ``Backend.kill``). A ``ProcessPoolExecutor`` whose
+    process dies is broken for every call in it: here that is only the killed call's own
+    pool, which is shut down, and the next call starts a new one."""
+
+    def __init__(
+        self,
+        context: Any,
+        initializer: Callable[..., object] | None,
+        initargs: tuple[Any, ...],
+    ) -> None:
+        self._make = functools.partial(ProcessPoolExecutor, 1, context, initializer, initargs)
+        self._lock = threading.Lock()
+        self._free: list[tuple[ProcessPoolExecutor, int]] = []  # idle pools, with their pid
+        self._busy: dict[Future[Any], tuple[ProcessPoolExecutor, int]] = {}
+        self._killed: set[Future[Any]] = set()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            slot = self._free.pop() if self._free else None
+        if slot is None:
+            pool = self._make()
+            # Its one process's pid, asked once: what kill() signals. (Raises as a
+            # broken pool, its initializer failed, would for the call.)
+            slot = (pool, pool.submit(os.getpid).result())
+        remote = slot[0].submit(fn, *args, **kwargs)
+        with self._lock:
+            self._busy[remote] = slot
+        remote.add_done_callback(self._done)  # listed first: a call already done is handed back
+        return remote
+
+    def _done(self, remote: Future[Any]) -> None:
+        with self._lock:
+            slot = self._busy.pop(remote, None)
+            # A killed process breaks its pool: the call fails with BrokenProcessPool,
+            # which was_killed() tells apart (the caller may read it before or after this).
+            broken = not remote.cancelled() and isinstance(remote.exception(), BrokenExecutor)
+            if not broken:
+                self._killed.discard(remote)  # killed too late: it had ended by itself
+            if slot is not None and not broken and not self._closed:
+                self._free.append(slot)
+                return
+        if slot is not None:
+            slot[0].shutdown(wait=False)
+
+    def kill(self, remote: Future[Any]) -> bool:
+        with self._lock:
+            slot = self._busy.get(remote)
+            if slot is None or remote.done():
+                return False
+            self._killed.add(remote)
+        os.kill(slot[1], _KILL)
+        return True
+
+    def signal_all(self, signum: int) -> None:
+        """Send ``signum`` to every process, busy or idle (see
+        ``PriorityExecutor.terminate_workers``): the calls they run fail with
+        ``TaskStopped``."""
+        with self._lock:
+            self._killed.update(remote for remote in self._busy if not remote.done())
+            pids = [pid for _, pid in (*self._free, *self._busy.values())]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # it exited already
+                os.kill(pid, signum)
+
+    def was_killed(self, remote: Future[Any]) -> bool:
+        with self._lock:
+            if remote in self._killed:
+                self._killed.discard(remote)
+                return True
+            return False
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            pools = [pool for pool, _ in (*self._free, *self._busy.values())]
+            self._free = []
+        for pool in pools:
+            pool.shutdown(wait, cancel_futures=cancel_futures)
+
+
+_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows: SIGTERM is TerminateProcess
 
 
 class _Refused(Future[T]):

@@ -45,7 +45,7 @@ def stats(core: Scheduler) -> ExecutorStats:
         held = sum(holder.held_back(now) for holder in core.holders)
         counts[READY] -= held
         counts[THROTTLED] += held
-        return make_stats(counts, core.retries)
+        return make_stats(counts, core.retries, core.workers.overrunning)
 
     return core.locked(step)
 

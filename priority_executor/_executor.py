@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -44,6 +45,7 @@ from ._options import Options
 from ._policies import Aging, Policy, PriorityFirst
 from ._recurring import Recurrence
 from ._retry import Retry, check_retry
+from ._runtime import check_time_limit, limited_future
 from ._scheduler import Scheduler
 from ._stats import ExecutorStats
 from ._task import Extended, Owner, OwnFuture, Task
@@ -72,6 +74,10 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
     would stall the loop: it raises ``QueueFull`` at once. One from the executor's own
     tasks or callbacks is let through; one waiting when shutdown begins raises
     ``RuntimeError``. A lane can have a bound of its own (see ``lane()``).
+
+    ``time_limit``: how long each run of a task may take (seconds or a timedelta), unless
+    its lane's or its call's (``options(time_limit=...)``) says otherwise; at the limit its
+    future fails with ``TaskTimeoutError`` and its token is set (see ``current()``).
 
     A task runs in a copy of the ``contextvars`` context of the code that submitted it (a
     series' every run in a copy of the context of the code that started it), so tracing
@@ -109,6 +115,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         waiting_timeout: float | timedelta | None = None,
         inherit_context: bool = True,
         fair_share: Literal["starts", "time"] = "starts",
+        time_limit: float | timedelta | None = None,
     ) -> None:
         if max_workers is None:
             # Threads as ThreadPoolExecutor's, for I/O-bound work: at least 5, at most 32;
@@ -128,12 +135,16 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         if fair_share not in ("starts", "time"):
             raise ValueError(f"fair_share must be 'starts' or 'time', not {fair_share!r}")
         gate = make_gate(max_waiting, waiting_timeout)
+        # How long each run may take, unless its lane or its call says (see _runtime).
+        self._time_limit = check_time_limit(time_limit)
         # Named as Python 3.14's sys.flags.thread_inherit_context, which does for a thread
         # what this does for a task: start it in a copy of its starter's context.
         self._inherit_context = inherit_context
         self._retry = retry
         self._clock: Clock = MonotonicClock() if clock is None else clock
         self._backend = open_backend(backend, max_workers, initializer, initargs)
+        if self._time_limit is not None:
+            self._check_limit()
         if self._backend is not None:
             initializer = None  # it runs in the backend's workers, not in ours
         # Read by clients that size their work to the pool, as ThreadPoolExecutor's is:
@@ -202,17 +213,30 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             check_priority(priority)
         scheduler = self._scheduler
         retry = self._retry if lane is None else self._retry_for(lane)  # no call on the plain path
-        # Its future stays ours across a retry's attempts, with a backend too: each
-        # attempt's call is handed off.
-        future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
+        limit = self._time_limit if lane is None and options is None else self._limit(options, lane)
+        if limit is not None:
+            self._check_limit()
+            future = limited_future(self._owner, self._backend is not None and retry is None)
+        else:
+            # Its future stays ours across a retry's attempts, with a backend too: each
+            # attempt's call is handed off.
+            future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
-        plain = deadline is None and retry is None and wall is None and options is None
+        plain = (
+            deadline is None
+            and retry is None
+            and wall is None
+            and options is None
+            and limit is None
+        )
         if lane is None and plain:
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
         else:
             task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
             # A lane is the extension of its tasks that have no other feature.
-            task.ext = lane if plain else Extension(deadline, lane, retry, None, wall, options)
+            task.ext = (
+                lane if plain else Extension(deadline, lane, retry, None, wall, options, limit)
+            )
         scheduler.add(task, due <= now)
         return future
 
@@ -280,10 +304,15 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 )
             period = seconds("interval", interval, positive=True)
             recurrence = Recurrence(due, period, fixed_rate)
-        future: OwnFuture[None] = OwnFuture(self._owner)
+        limit = self._limit(options, lane)
+        if limit is not None:
+            self._check_limit()
+        future: OwnFuture[None] = (
+            OwnFuture(self._owner) if limit is None else limited_future(self._owner, False)
+        )
         context = copy_context() if self._inherit_context else None
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options)
+        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options, limit)
         scheduler.add(task, due <= now)
         return future
 
@@ -296,6 +325,23 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 f"priority is too large for {self._policy!r}, which orders by a float"
                 f" (an int of {cast(int, priority).bit_length()} bits; at most"
                 f" {sys.float_info.max:.3g} either way)"
+            )
+
+    def _limit(self, options: Options | None, lane: LaneState | None) -> float | None:
+        """A run's time limit: its call's, else its lane's, else the executor's."""
+        if options is not None and options.time_limit is not None:
+            return options.time_limit
+        if lane is not None and lane.time_limit is not None:
+            return lane.time_limit
+        return self._time_limit
+
+    def _check_limit(self) -> None:
+        """A time limit is refused where nothing could stop the call: in a backend other
+        than ``"process"`` (another process pool, Dask), which cannot kill one call."""
+        if self._backend is not None and not self._backend.killable:
+            raise ValueError(
+                "time_limit needs threads or backend='process': a call in the backend"
+                " executor given cannot be stopped"
             )
 
     def _retry_for(self, lane: LaneState | None) -> Retry | None:
@@ -318,6 +364,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         rates: Sequence[tuple[int, float | timedelta] | Smooth] | None = None,
         weight: float | None = None,
         parent: Lane | None = None,
+        time_limit: float | timedelta | None = None,
     ) -> Lane:
         """A lane: a kind of work with limits of its own, on this executor's workers.
 
@@ -335,8 +382,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         priority, workers are shared between backlogged lanes in proportion to their
         weights (a lane without one weighs 1, as the tasks without a lane do together).
         ``parent``: a lane of this executor that this one sits in: a task starts only when
-        its lane and every enclosing lane allow it. ``lane.configure()`` changes limits
-        and weight at run time.
+        its lane and every enclosing lane allow it. ``time_limit``: how long each run of
+        its tasks may take, in place of the executor's (a call's own, given through
+        ``options()``, wins). ``lane.configure()`` changes limits and weight at run time.
 
         A named lane is one per name: a later call returns the same lane, and options it
         gives must equal the lane's, as they are now (after any ``configure()``). Made
@@ -360,7 +408,10 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             rates,
             weight,
             parent_state(self._scheduler, parent),
+            time_limit,
         )
+        if state.time_limit is not None:
+            self._check_limit()
         self._check_priority(state.priority)
         self._scheduler.check_open()
         if name is None:
@@ -475,6 +526,28 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # it, if it had any.
         if waited and self._backend is not None:
             self._backend.close()
+
+    def terminate_workers(self) -> None:
+        """As ``ProcessPoolExecutor.terminate_workers()`` of Python 3.14, for
+        ``backend="process"``: shut down without waiting, cancelling every task not
+        started, and terminate (SIGTERM) every process; the calls they run fail with
+        ``TaskStopped``. ``RuntimeError`` without that backend."""
+        self._signal_workers(signal.SIGTERM)
+
+    def kill_workers(self) -> None:
+        """As ``terminate_workers()``, with SIGKILL (``ProcessPoolExecutor.kill_workers()``
+        of Python 3.14); on Windows, the same as ``terminate_workers()``."""
+        self._signal_workers(getattr(signal, "SIGKILL", signal.SIGTERM))
+
+    def _signal_workers(self, signum: int) -> None:
+        backend = self._backend
+        if backend is None or not backend.killable:
+            raise RuntimeError(
+                'terminate_workers() and kill_workers() need backend="process": they stop'
+                " the processes that the executor made"
+            )
+        self.shutdown(wait=False, cancel_futures=True)
+        backend.signal_workers(signum)
 
     def _adjust_thread_count(self) -> None:
         """ThreadPoolExecutor's hook to start a thread for new work: here the worker pool

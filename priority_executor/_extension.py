@@ -10,13 +10,14 @@ asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry it
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._calendar import Calendar
 from ._lane_engine import LaneState
 from ._recurring import Recurrence
 from ._retry import Retry, log_retry
 from ._run import run
+from ._runtime import Pooled, RunLimit
 from ._task import (
     EXPIRED,
     FAILED,
@@ -50,6 +51,8 @@ class Extension:
         "options",
         "recurrence",
         "retry",
+        "run_limit",
+        "time_limit",
         "wall_due",
     )
     lock_free = False  # it needs the promoter
@@ -62,8 +65,13 @@ class Extension:
         recurrence: Recurrence | Calendar | None,
         wall_due: float | None = None,
         options: Options | None = None,
+        time_limit: float | None = None,
     ) -> None:
         self.deadline = deadline
+        # How long each run may take, in seconds: the call's, its lane's or its executor's
+        # (see _runtime).
+        self.time_limit = time_limit
+        self.run_limit: RunLimit | None = None  # its run's, from its start to its end
         self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
@@ -93,6 +101,22 @@ class Extension:
         return STARTED
 
     def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        if state == STARTED:
+            if self.time_limit is not None:
+                # Its run starts: the limit's alarm is set in the claim's own locked step.
+                limit = RunLimit(task, self, self.time_limit, cast(Pooled, core), effects)
+                self.run_limit = limit
+            retry = self.retry
+            # The first attempt starts: the retry budget is every later attempt's start
+            # deadline, as an expires= is (a series has no deadline: not for its runs).
+            if (
+                retry is not None
+                and retry.budget is not None
+                and self.attempt == 1
+                and self.recurrence is None
+            ):
+                end = core.now() + retry.budget
+                self.deadline = end if self.deadline is None else min(self.deadline, end)
         if self.wall_due is not None and (was == PENDING) is not (state == PENDING):
             if state == PENDING:
                 core.wall_time.waiting += 1
@@ -167,15 +191,35 @@ class Extension:
 
     def copy(self, task: Task) -> Extension:
         new = Extension(
-            self.deadline, self.lane, self.retry, self.recurrence, self.wall_due, self.options
+            self.deadline,
+            self.lane,
+            self.retry,
+            self.recurrence,
+            self.wall_due,
+            self.options,
+            self.time_limit,
         )
         new.attempt = self.attempt
         new.error = self.error
         return new
 
-    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does."""
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:
+        """Run the claimed task in a worker (see ``_run.run``); a lane's as its lane does;
+        one with a time limit through its ``RunLimit``. True: the worker left the pool."""
+        limit = self.run_limit
+        if limit is not None:
+            self.run_limit = None
+            if call is not None:
+                limit.inner = call
+                backend = cast(Pooled, core).workers.backend  # one that can stop a call
+                limit.kill = None if backend is None else backend.kill
+            call = limit
+        else:
+            # Each run (a retry's attempt, a series' run) has a token of its own, made
+            # when asked for (see _token).
+            task.future._token = None
         if self.lane is None:
             run(task, tally, call)
         else:
             self.lane.run(task, tally, call, core)
+        return limit is not None and limit.replaced

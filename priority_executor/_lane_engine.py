@@ -87,6 +87,7 @@ class LaneState:
         "solo",
         "survive_failures",
         "throttled",
+        "time_limit",
         "timed",
         "timer",
         "tracked",
@@ -149,6 +150,7 @@ class LaneState:
         # on free-threaded builds too.
         self.in_hand: list[None] = []
         self.facade: weakref.ref[Any] | None = None
+        self.time_limit: float | None = None  # how long each run may take (see _runtime)
 
     @property
     def max_running(self) -> int | None:
@@ -179,6 +181,7 @@ class LaneState:
             "survive_failures": self.survive_failures,
             "max_waiting": None if self.gate is None else self.gate.limit,
             "waiting_timeout": None if self.gate is None else self.gate.timeout,
+            "time_limit": self.time_limit,
         }
 
     def chain(self) -> Iterator[LaneState]:
@@ -522,7 +525,7 @@ class LaneState:
         return self
 
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run a claimed task of the lane in a worker (see ``_task.run``), counting its end
+        """Run a claimed task of the lane in a worker (see ``_run.run``), counting its end
         in the lane as well (see ``LaneTally``)."""
         counter = LaneTally(tally, self, core)  # type: ignore[arg-type]  # a worker's list
         try:

@@ -21,6 +21,7 @@ from ._gate import make_gate
 from ._lane_engine import LaneState, close, configure, join, stats
 from ._limits import Limits, Rate, Smooth
 from ._retry import check_retry
+from ._runtime import check_time_limit
 from ._stats import ExecutorStats
 from ._submitting import Executor
 from ._waiting import WaitingTask
@@ -46,6 +47,7 @@ def make_lane_state(
     rates: Rates | None = None,
     weight: float | None = None,
     parent: LaneState | None = None,
+    time_limit: float | timedelta | None = None,
 ) -> LaneState:
     """The options of ``executor.lane()``, checked (``parent`` by the executor)."""
     if name is not None and not isinstance(name, str):
@@ -59,7 +61,8 @@ def make_lane_state(
     if not isinstance(survive_failures, bool):
         raise TypeError(f"survive_failures must be a bool, not {type(survive_failures).__name__}")
     gate = make_gate(max_waiting, waiting_timeout)
-    return LaneState(
+    limit = check_time_limit(time_limit)
+    state = LaneState(
         name,
         priority or 0,
         Limits(max_running, windows, pause),
@@ -69,6 +72,8 @@ def make_lane_state(
         check_weight(weight),
         parent,
     )
+    state.time_limit = limit
+    return state
 
 
 Rates = Sequence["tuple[int, float | timedelta] | Smooth"]  # as lane() takes them
@@ -234,6 +239,12 @@ class Lane(Executor):
     def survive_failures(self) -> bool:
         """Whether its recurring series go on after a failed run."""
         return self._state.survive_failures
+
+    @property
+    def time_limit(self) -> float | None:
+        """In seconds: how long each run of its tasks may take, in place of the
+        executor's (a call's own wins); None: the executor's."""
+        return self._state.time_limit
 
     @property
     def max_waiting(self) -> int | None:

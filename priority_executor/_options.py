@@ -16,4 +16,9 @@ class Options:
     """The options of a view, checked when the view is made (so that a bad one raises at
     the ``options()`` call that gave it), and carried by each task submitted through it."""
 
-    __slots__ = ()
+    __slots__ = ("time_limit",)
+
+    def __init__(self, time_limit: float | None = None) -> None:
+        # Seconds each run of the task may take (see _runtime); None: its lane's, else its
+        # executor's.
+        self.time_limit = time_limit

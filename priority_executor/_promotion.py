@@ -70,7 +70,7 @@ class Promotion:
         if due is not None:
             task._when = due
             task._seq = self.next_seq()
-            # VOID: its worker counts the run that ended (see _task.run).
+            # VOID: its worker counts the run that ended (see _run.run).
             self.queue(task, None, effects, VOID)
         elif task in self.series:
             # Cancelled, failed or shut down: its future's callback, still to come, ends

@@ -26,11 +26,14 @@ class Retry:
     """How a failed task is tried again: ``attempts`` in all; attempt k + 1 is due
     ``min(max_backoff, backoff * factor ** (k - 1))`` seconds after attempt k ended, scaled
     by a uniform random factor in ``[1 - jitter, 1]``; only after an exception that is an
-    instance of ``on`` (a class or a tuple of classes)."""
+    instance of ``on`` (a class or a tuple of classes). ``budget``: no attempt starts
+    later than this many seconds after the first attempt started (the future then gets the
+    last attempt's exception), so that attempts and their time limits add up to a bound."""
 
-    __slots__ = ("attempts", "backoff", "factor", "jitter", "max_backoff", "on")
+    __slots__ = ("attempts", "backoff", "budget", "factor", "jitter", "max_backoff", "on")
     attempts: int
     backoff: float
+    budget: float | None
     factor: float
     max_backoff: float
     jitter: float
@@ -45,6 +48,7 @@ class Retry:
         max_backoff: float | timedelta = 60.0,
         jitter: float = 0.0,
         on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+        budget: float | timedelta | None = None,
     ) -> None:
         if check_int("attempts", attempts) < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts!r}")
@@ -68,6 +72,7 @@ class Retry:
         set_ = object.__setattr__  # immutable: set once, here
         set_(self, "attempts", attempts)
         set_(self, "backoff", seconds("backoff", backoff))
+        set_(self, "budget", None if budget is None else seconds("budget", budget, positive=True))
         set_(self, "factor", factor)
         set_(self, "max_backoff", seconds("max_backoff", max_backoff))
         set_(self, "jitter", jitter)
@@ -109,22 +114,30 @@ class Retry:
     def __repr__(self) -> str:
         names = [cls.__qualname__ for cls in self.on]
         on = names[0] if len(names) == 1 else f"({', '.join(names)})"
+        budget = "" if self.budget is None else f", budget={self.budget!r}"
         return (
             f"Retry({self.attempts}, backoff={self.backoff!r}, factor={self.factor!r},"
-            f" max_backoff={self.max_backoff!r}, jitter={self.jitter!r}, on={on})"
+            f" max_backoff={self.max_backoff!r}, jitter={self.jitter!r}, on={on}{budget})"
         )
 
 
 def _rebuild(
     attempts: int,
     backoff: float,
+    budget: float | None,
     factor: float,
     jitter: float,
     max_backoff: float,
     on: tuple[type[BaseException], ...],
 ) -> Retry:
     return Retry(
-        attempts, backoff=backoff, factor=factor, max_backoff=max_backoff, jitter=jitter, on=on
+        attempts,
+        backoff=backoff,
+        factor=factor,
+        max_backoff=max_backoff,
+        jitter=jitter,
+        on=on,
+        budget=budget,
     )
 
 

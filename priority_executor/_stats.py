@@ -35,9 +35,12 @@ class ExecutorStats:
     expired: int  # not started by its deadline (its first attempt, or a retry)
     retries: int = 0  # retries queued so far
     skipped: int = 0  # runs of calendar series later than their misfire grace, not made
+    # Of those running: threads whose call ran past its time limit and goes on (its future
+    # failed at the limit; it is counted failed once its call returns).
+    overrunning: int = 0
 
 
-def make_stats(counts: list[int], retries: int) -> ExecutorStats:
+def make_stats(counts: list[int], retries: int, overrunning: int = 0) -> ExecutorStats:
     """A snapshot from counts by state (see ``_task``)."""
     return ExecutorStats(
         scheduled=counts[PENDING],
@@ -50,4 +53,5 @@ def make_stats(counts: list[int], retries: int) -> ExecutorStats:
         expired=counts[EXPIRED],
         retries=retries,
         skipped=counts[SKIPPED],
+        overrunning=overrunning,
     )

@@ -20,6 +20,7 @@ from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 from ._arguments import check_callable, check_priority
 from ._calendar import Schedule
 from ._options import Options
+from ._runtime import check_time_limit
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -65,10 +66,14 @@ class Executor(futures.Executor):
         options: Options | None = None,
     ) -> Future[None]: ...
 
-    def options(self) -> WithOptions:
+    def options(self, *, time_limit: float | timedelta | None = None) -> WithOptions:
         """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
-        ``map()`` give each task these options, which ``submit()`` has no keyword for."""
-        return WithOptions(self, Options())
+        ``map()`` give each task these options, which ``submit()`` has no keyword for.
+
+        ``time_limit``: how long each run (a call, a retry's attempt, a series' run) may
+        take, in place of its lane's or executor's; at the limit its future fails with
+        ``TaskTimeoutError`` and its token is set (see ``priority_executor.current()``)."""
+        return WithOptions(self, Options(time_limit=check_time_limit(time_limit)))
 
     # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args

@@ -180,6 +180,9 @@ class OwnFuture(Future[T]):
     _task: Task | None = None
     # Set if its task expired: (deadline, name), what Expired says (see _expiry).
     _expired: tuple[datetime, str] | None = None
+    # The _token.CancelToken of its task's run, once asked for or given a time limit
+    # (typed Any here: _token imports this module).
+    _token: Any = None
 
     if OWN_FUTURE_INIT:
         # Most futures never get a done-callback: a list each would be one more object per
@@ -439,8 +442,9 @@ class Hooks(Protocol):
     def copy(self, task: Task) -> Hooks:
         """This extension for ``task``, a copy queued in its task's place (see reschedule)."""
 
-    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
-        """Run the claimed task in a worker (see ``run``)."""
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:
+        """Run the claimed task in a worker (see ``run``). True: the worker's thread left
+        the pool while the call overran its time limit (see ``_runtime``), and exits."""
 
 
 class MoreHooks(Hooks, Protocol):

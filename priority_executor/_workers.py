@@ -63,6 +63,12 @@ class WorkerPool:
         self._spawning = threading.Lock()
         self._retired = False  # nothing is left to start: no thread starts any more
         self._alive = 0  # threads started and not yet exited
+        self._named = 0  # threads named so far: {name_prefix}_{i}, one i each
+        # Threads whose call ran past its time limit and goes on (see _runtime), and those
+        # of them that left the pool for a replacement (at most max_workers): under the
+        # scheduler's lock.
+        self.overrunning = 0
+        self.replaced = 0
 
     def start_worker(self, scheduler: Source) -> None:
         """Start a worker, unless ``max_workers`` are running already. Raises only if it
@@ -81,7 +87,7 @@ class WorkerPool:
             self._alive += 1  # likewise: it may exit before start() returns
             try:
                 thread = _threads.start(
-                    f"{self.name_prefix}_{len(self.threads)}",
+                    f"{self.name_prefix}_{self._named}",
                     scheduler,
                     self._work,
                     scheduler,
@@ -94,7 +100,19 @@ class WorkerPool:
                 if not self.threads:
                     raise
                 return  # the workers there are will do
+            self._named += 1
             self.threads.append(thread)
+
+    def leave(self, thread: threading.Thread) -> bool:
+        """``thread`` overruns a time limit: it is no longer one of the pool's workers, and
+        its place is free for a replacement (it exits once its call returns). False if it
+        is not one (it left already)."""
+        with self._spawning:
+            try:
+                self.threads.remove(thread)
+            except ValueError:
+                return False
+            return True
 
     def wake_one(self) -> bool:
         """Wake an idle worker, if there is one; return whether there was."""
@@ -124,6 +142,7 @@ class WorkerPool:
         self.handing = []
         self._spawning = threading.Lock()
         self._retired = True
+        self.overrunning = self.replaced = 0  # the parent's
 
     # -- parking -----------------------------------------------------------------------------
 
@@ -199,26 +218,32 @@ class WorkerPool:
             ext = task.ext
             if task.state != STARTED:  # its deadline passed while it waited
                 task.abandon()
-            elif fair is not None:
-                _run_for_share(task, tally, call, scheduler, fair)
-            elif ext is None:
+            elif ext is None and fair is None:
                 run(task, tally, call)
-            else:
-                ext.run(task, tally, call, scheduler)
+            elif (
+                _run_for_share(task, tally, call, scheduler, fair)
+                if fair is not None
+                else ext.run(task, tally, call, scheduler)  # type: ignore[union-attr]
+            ):
+                # It overran its time limit, and a replacement took its place: it exits,
+                # with no look in take() after its end, which may have been the last
+                # thing a shutdown waited for. An idle worker looks in its place.
+                self.wake_one()
+                return
             # A finished task, and its result, must not live on while this worker sleeps.
             del task, ext
 
 
 def _run_for_share(
     task: Task, tally: list[int], call: Call | None, core: Source, fair: Fair
-) -> None:
+) -> bool | None:
     """Run a task, then charge its share for the run's time (``fair_share="time"``): posted,
-    so that the worker never waits for the lock to say it."""
+    so that the worker never waits for the lock to say it. Returns as ``Hooks.run``."""
     share, began = fair.share_of(task), core.now()
     try:
         if task.ext is None:
             run(task, tally, call)
-        else:
-            task.ext.run(task, tally, call, core)
+            return None
+        return task.ext.run(task, tally, call, core)
     finally:
         core.post(functools.partial(fair.charge, share, core.now() - began))

@@ -94,16 +94,16 @@ def blocked_worker(
 def counts(**nonzero: int) -> dict[str, int]:
     """What ``stats_fields()`` returns when only these fields are not zero."""
     fields = {field.name: 0 for field in dataclasses.fields(ExecutorStats)}
-    del fields["retries"]
+    del fields["retries"], fields["overrunning"]
     fields.update(nonzero)
     return fields
 
 
 def stats_fields(ex: PriorityExecutor) -> dict[str, int]:
     """The executor's stats as a dict of its state fields (not ``retries``, an
-    event count)."""
+    event count, nor ``overrunning``, a part of ``running``)."""
     fields = dataclasses.asdict(ex.stats())
-    del fields["retries"]
+    del fields["retries"], fields["overrunning"]
     return fields
 
 

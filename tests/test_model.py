@@ -55,6 +55,7 @@ from priority_executor import (
     PriorityExecutor,
     PriorityFirst,
     Retry,
+    TaskTimeoutError,
     WaitingTask,
 )
 from priority_executor.testing import ManualClock
@@ -230,6 +231,12 @@ class MTask:
         # attempt follows, or if the retry does not start by the deadline.
         self.error: tuple[type[Exception], tuple[Any, ...]] | None = None
         self.cancel_requested = False  # cancelled during an attempt (it has a retry policy)
+        # A time limit (options(time_limit=...)): each attempt's run ends at limit_at, when
+        # the future fails (no retry policy here covers TaskTimeoutError) and the task,
+        # still running, overruns until the test releases it.
+        self.limit: float | None = None
+        self.limit_at: float | None = None
+        self.over = False
         # Given its lane's room back when throttled: holds it until a worker takes the task.
         self.given = False
         # pending, ready, throttled, running, completed, failed, cancelled, expired, void
@@ -343,6 +350,7 @@ class Model:
         lane: MLane | None = None,
         seq: int | None = None,
         wall_due: float | None = None,
+        limit: float | None = None,
     ) -> MTask:
         """A task submitted; ``seq``: the one it took at its call, if it waited for room;
         ``wall_due``: the wall-clock time it waits for (a run_at still to come)."""
@@ -353,6 +361,7 @@ class Model:
         seq = next(self.seq) if seq is None else seq
         task = MTask(label, seq, priority, due, deadline, lane=lane, retry=retry)
         task.wall_due = wall_due
+        task.limit = limit
         self.tasks.append(task)
         self.queue(task)
         self.start_next()
@@ -372,9 +381,13 @@ class Model:
     # -- lanes: which due task starts, which is throttled ---------------------------------
 
     def start_next(self) -> None:
-        """Each idle worker takes the best startable task."""
-        while len(self.running) < self.workers and self.take():
+        """Each idle worker takes the best startable task. A worker whose task overruns
+        its time limit was replaced (the test never has more than ``workers`` of them)."""
+        while len(self.running) < self.workers + self.overrunning() and self.take():
             pass
+
+    def overrunning(self) -> int:
+        return sum(task.over for task in self.running)
 
     def take(self) -> bool:
         """One worker's look at the due tasks, best first: one whose lane is at a limit is
@@ -388,6 +401,8 @@ class Model:
             lane = task.lane
             if lane is None or self.may_start(task, lane):
                 task.state = "running"
+                if task.limit is not None:
+                    task.limit_at = self.now + task.limit  # each attempt: a fresh limit
                 self.running.append(task)
                 self.log.append(task.label)
                 if lane is not None:
@@ -426,6 +441,11 @@ class Model:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+        for task in self.running:
+            if task.limit_at is not None and not task.over and task.limit_at <= self.now:
+                task.over = True  # its future fails now (unless cancelled); it runs on
+                if not task.cancel_requested:
+                    task.error = (TaskTimeoutError, None)
         for task in self.waiting():
             if task.deadline is not None and task.deadline <= self.now:
                 # A retry's future gets its last attempt's exception, and it counts where
@@ -449,10 +469,17 @@ class Model:
     def release(self, task: MTask, error: type[Exception] | None) -> None:
         """A running task's attempt ends: it returned, or raised ``error``."""
         self.running.remove(task)
+        if task.over:
+            error = TaskTimeoutError  # what it returned or raised is dropped
+        task.limit_at = None
         lane = task.lane
         if lane is not None:
             lane.usage.end(self.now)
-        if error is not None:
+        if task.over:
+            task.over = False
+            # No retry policy here covers TaskTimeoutError.
+            task.state = "cancelled" if task.cancel_requested else "failed"
+        elif error is not None:
             task.error = (error, (task.label, task.attempt))
             if not self.try_again(task, error):
                 task.state = "cancelled" if task.cancel_requested else "failed"
@@ -505,9 +532,11 @@ class Model:
         if task.state in WAITING:
             self.claimed(task, "cancelled")
             return True
-        if task.state == "running" and task.retry is not None:
-            # Its future stays pending across attempts: cancel() wins, and the outcome of the
-            # attempt in progress is dropped.
+        if task.state == "running" and task.retry is not None and task.cancel_requested:
+            return True  # cancelled already: the future says so again
+        if task.state == "running" and task.retry is not None and not task.over:
+            # Its future stays pending across attempts (unless failed at its limit):
+            # cancel() wins, and the outcome of the attempt in progress is dropped.
             task.cancel_requested = True
             return True
         # An expired retry's future holds the last exception (it counts failed).
@@ -604,6 +633,7 @@ class Model:
             cancelled=count["cancelled"] + (self.cancelled_series if lane is None else 0),
             expired=count["expired"],
             retries=self.retries if lane is None else lane.retries,
+            overrunning=self.overrunning() if lane is None else 0,
         )
 
 
@@ -739,6 +769,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         self.labels = itertools.count()
         self.shutdowns = 0
         self.blocked: Blocked | None = None
+        self.limited = 0  # tasks submitted with a time limit
 
     @initialize(
         start=st.sampled_from([0.0, 1000.0, -50.0]),
@@ -905,7 +936,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         assert stats == m.stats()
         # Each task in exactly one field, each run of a series once, a cancelled series once
         # (and its waiting run not): counted from what the test submitted and the journal.
-        counted = sum(dataclasses.astuple(stats)) - stats.retries
+        counted = sum(dataclasses.astuple(stats)) - stats.retries - stats.overrunning
         expected = len(self.futures)
         for _, series in self.series_futures:
             assert series.run is not None
@@ -928,7 +959,7 @@ class ExecutorMachine(RuleBasedStateMachine):
             check_series_future(future, series)
         self.check_waiting()
         self.check_lane_limits(journal)
-        if stats.running < m.workers:
+        if stats.running - stats.overrunning < m.workers:  # an overrun's worker was replaced
             self.check_nothing_startable_waits(journal)
 
     def check_waiting(self) -> None:
@@ -1025,11 +1056,14 @@ class ExecutorMachine(RuleBasedStateMachine):
         expires: int | None,
         lane: tuple[Lane, MLane] | None = None,
         at: int | None = None,
+        limit: float | None = None,
     ) -> None:
         """Submit a task; ``at``: with ``run_at``, that many seconds from now on the wall
         clock (in place of ``delay``)."""
         label = f"t{next(self.labels)}"
         target: PriorityExecutor | Lane = self.ex if lane is None else lane[0]
+        if limit is not None:
+            target = target.options(time_limit=limit)  # type: ignore[assignment]
         mlane = None if lane is None else lane[1]
         if self.m.closed or (mlane is not None and mlane.closed):
             with pytest.raises(RuntimeError, match="cannot schedule new futures after"):
@@ -1059,7 +1093,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         due = self.m.now + (delay or 0 if at is None else at)
 
         def admit(seq: int | None = None) -> Callable[[Future[Any]], None]:
-            task = self.m.submit(label, priority, due, deadline, mlane, seq, wall_due)
+            task = self.m.submit(label, priority, due, deadline, mlane, seq, wall_due, limit)
 
             def record(future: Future[Any]) -> None:
                 self.futures.append((future, task))
@@ -1079,6 +1113,20 @@ class ExecutorMachine(RuleBasedStateMachine):
     @rule(priority=PRIORITIES, delay=DELAYS, expires=EXPIRES)
     def submit(self, priority: int, delay: int | None, expires: int | None) -> None:
         self.submit_one(priority, delay, expires)
+
+    # With a time limit: at most max_workers of them in a run, so that every overrunning
+    # thread is replaced (the cap's own behaviour is test_run_limits').
+    @precondition(lambda self: self.model is not None and self.limited < self.model.workers)
+    @rule(
+        priority=PRIORITIES,
+        delay=DELAYS,
+        limit=st.sampled_from([0.5, 1, 2, 3]),
+        in_lane=st.integers(0, 3),
+    )
+    def submit_limited(self, priority: int, delay: int | None, limit: float, in_lane: int) -> None:
+        lane = self.lanes[in_lane] if in_lane < len(self.lanes) else None
+        self.limited += 1
+        self.submit_one(priority, delay, None, lane, limit=limit)
 
     # At a wall-clock time: one still to come waits for the wall clock, which steps.
     @rule(
@@ -1456,7 +1504,12 @@ class ExecutorMachine(RuleBasedStateMachine):
 
 def check_future(future: Future[Any], task: MTask) -> None:
     label, state = task.label, task.state
-    if state in WAITING or (state == "running" and task.retry is not None):
+    timed_out = task.error == (TaskTimeoutError, None)
+    if (task.over and not task.cancel_requested) or (state == "failed" and timed_out):
+        # Failed at its limit, at once, while its call may still run.
+        exc = future.exception(timeout=0)
+        assert isinstance(exc, TaskTimeoutError) and exc.limit == task.limit, (label, exc)
+    elif state in WAITING or (state == "running" and task.retry is not None):
         # A task with a retry policy is not marked running: cancel() wins during an attempt.
         assert future.cancelled() if task.cancel_requested else not future.done(), (label, state)
         assert not future.running(), (label, state, future)

@@ -19,7 +19,19 @@ from typing import Any, Callable, Literal, Optional, TypeVar
 
 from typing_extensions import assert_type
 
-from priority_executor import Cron, ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
+from priority_executor import (
+    CancelToken,
+    Cron,
+    ExecutorStats,
+    Fifo,
+    Lane,
+    Priority,
+    PriorityExecutor,
+    Retry,
+    TaskTimeoutError,
+    current,
+    stop,
+)
 from priority_executor.testing import ManualClock
 
 T = TypeVar("T")
@@ -159,6 +171,34 @@ def constructed() -> None:
     PriorityExecutor(max_waiting=100, waiting_timeout=0.5)
     PriorityExecutor(max_waiting=100, waiting_timeout=timedelta(seconds=1))
     PriorityExecutor(inherit_context=False)
+
+
+def limited(ex: PriorityExecutor, lane: Lane, future: Future[int]) -> None:
+    # Run-time limits: per executor, lane and call; the token inside a task.
+    PriorityExecutor(time_limit=5)
+    PriorityExecutor(time_limit=timedelta(seconds=5))
+    ex.lane("slow", time_limit=30.0)
+    assert_type(ex.options(time_limit=1).submit(f, 1), Future[int])
+    assert_type(lane.options(time_limit=timedelta(seconds=1)).submit(g, 1, label="a"), Future[str])
+    assert_type(ex.options(time_limit=1).submit_recurring(h, interval=1), Future[None])
+    token = current()
+    assert_type(token, CancelToken)
+    assert_type(token.cancelled, bool)
+    assert_type(token.sleep(0.1), bool)
+    assert_type(token.deadline, "float | None")
+    assert_type(token.time_left(), "float | None")
+    assert_type(token.reason, "BaseException | None")
+    token.on_cancel(h)
+    token.raise_if_cancelled()
+    assert_type(stop(future), bool)
+    assert_type(TaskTimeoutError("f", 1.0).limit, float)
+    assert_type(lane.time_limit, "float | None")
+    ex.terminate_workers()
+    ex.kill_workers()
+    assert_type(Retry(3, on=TaskTimeoutError, budget=timedelta(seconds=30)).budget, "float | None")
+    ex.options(time_limit="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.options(5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.submit(f, 1, time_limit=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
 
 
 def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
