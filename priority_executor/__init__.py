@@ -2,9 +2,11 @@
 deadlines, recurring tasks, lanes and retries."""
 
 from ._calendar import Cron, Schedule
+from ._dependencies import DependencyFailed
 from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
+from ._graph import submit_graph
 from ._lanes import Lane
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
@@ -14,6 +16,7 @@ from ._waiting import WaitingTask
 __all__ = [
     "Aging",
     "Cron",
+    "DependencyFailed",
     "EarliestDeadlineFirst",
     "ExecutorStats",
     "Expired",
@@ -28,5 +31,6 @@ __all__ = [
     "Schedule",
     "TaskInfo",
     "WaitingTask",
+    "submit_graph",
 ]
 __version__ = "0.1.0"

@@ -577,6 +577,7 @@ class LaneState:
     recurrence = None
     error = None
     wall_due = None
+    upstreams = None
 
     @property
     def lane(self) -> LaneState:

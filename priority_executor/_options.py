@@ -11,9 +11,30 @@ executor's (the lane's) go, each with these options.
 
 from __future__ import annotations
 
+import copy
+from concurrent.futures import Future
+from typing import Any
+
 
 class Options:
     """The options of a view, checked when the view is made (so that a bad one raises at
     the ``options()`` call that gave it), and carried by each task submitted through it."""
 
-    __slots__ = ()
+    __slots__ = ("after", "after_any")
+
+    def __init__(
+        self, after: tuple[Future[Any], ...] = (), after_any: tuple[Future[Any], ...] = ()
+    ) -> None:
+        # The futures its tasks wait for: each ends them unless it succeeded (after), or
+        # whatever its outcome (after_any). See _dependencies.
+        self.after = after
+        self.after_any = after_any
+
+    def for_task(self) -> Options:
+        """What a task keeps of these: all but its upstreams, which it waits for through
+        an ``Upstreams`` of its own that lets go of each once done. Kept by a future (its
+        task holds them), they would keep every upstream, and a chain's every future with
+        its result, alive."""
+        kept = copy.copy(self)
+        kept.after = kept.after_any = ()
+        return kept

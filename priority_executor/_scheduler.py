@@ -55,6 +55,7 @@ from ._gate import Gate, admit
 from ._policies import Policy, key_function
 from ._promoter import Promoter
 from ._task import (
+    BLOCKED,
     CANCELLED,
     FAILED,
     INTAKE,
@@ -315,6 +316,9 @@ class Scheduler:
         if ext is not None:
             if ext.recurrence is not None:
                 self.series.add(task)
+            upstreams = ext.upstreams
+            if upstreams is not None and upstreams.hold(task, self, effects, was):
+                return  # in no heap until its upstreams are done (see _dependencies)
             if ext.wall_due is not None:
                 # Placed here, under the lock, after a look for a step of the wall clock:
                 # placed by an offset that a step made stale, it could start early, and
@@ -853,7 +857,8 @@ class Scheduler:
 
     def waiting_tasks(self, effects: Effects) -> list[Task]:
         """Every entry of a waiting task, under the lock, once the intake is drained: the
-        ready ones, the throttled ones, the pending ones (a task may be listed twice:
+        ready ones, those held back (throttled by a lane, or blocked: see Holder), the
+        pending ones (a task may be listed twice:
         a series' stale entries, a heap's dead ones)."""
         self.drain_intake(effects)
         return [
@@ -876,7 +881,7 @@ class Scheduler:
                 task.state <= READY
                 and (ext is None or ext.recurrence is None)
                 and (lane is None or (ext is not None and ext.lane is lane))
-                and (due_too or task.state == PENDING)
+                and (due_too or task.state <= PENDING)  # BLOCKED or PENDING: not due
             ):
                 self.claim(task, state, effects)
                 claimed.append(task)
@@ -888,6 +893,7 @@ class Scheduler:
         counts = self.counts
         return (
             self.closed is not None
+            and not counts[BLOCKED]  # its upstreams may still be done: it runs then
             and not counts[PENDING]
             and not counts[THROTTLED]
             and not self.ready_count()

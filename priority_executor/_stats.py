@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._task import (
+    BLOCKED,
     CANCELLED,
     COMPLETED,
     EXPIRED,
@@ -35,6 +36,7 @@ class ExecutorStats:
     expired: int  # not started by its deadline (its first attempt, or a retry)
     retries: int = 0  # retries queued so far
     skipped: int = 0  # runs of calendar series later than their misfire grace, not made
+    blocked: int = 0  # waiting for its upstreams (see PriorityExecutor.options(after=))
 
 
 def make_stats(counts: list[int], retries: int) -> ExecutorStats:
@@ -50,4 +52,5 @@ def make_stats(counts: list[int], retries: int) -> ExecutorStats:
         expired=counts[EXPIRED],
         retries=retries,
         skipped=counts[SKIPPED],
+        blocked=counts[BLOCKED],
     )

@@ -19,6 +19,7 @@ from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 from ._calendar import Schedule
+from ._dependencies import check_upstreams
 from ._options import Options
 
 T = TypeVar("T")
@@ -65,10 +66,23 @@ class Executor(futures.Executor):
         options: Options | None = None,
     ) -> Future[None]: ...
 
-    def options(self) -> WithOptions:
+    def options(
+        self,
+        *,
+        after: Future[Any] | Iterable[Future[Any]] | None = None,
+        after_any: Future[Any] | Iterable[Future[Any]] | None = None,
+    ) -> WithOptions:
         """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
-        ``map()`` give each task these options, which ``submit()`` has no keyword for."""
-        return WithOptions(self, Options())
+        ``map()`` give each task these options, which ``submit()`` has no keyword for.
+
+        ``after``: a future or an iterable of futures (any ``concurrent.futures.Future``);
+        each task waits until all are done, then is due as usual; one that failed, was
+        cancelled or expired ends it with ``DependencyFailed``. ``after_any``: likewise,
+        but whatever their outcome (the task reads them itself)."""
+        return WithOptions(
+            self,
+            Options(check_upstreams("after", after), check_upstreams("after_any", after_any)),
+        )
 
     # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
