@@ -111,7 +111,7 @@ def check_upstreams(name: str, value: object) -> tuple[Future[Any], ...]:
     futures, read once, here."""
     if value is None:
         return ()
-    items = (value,) if isinstance(value, Future) else value
+    items = (value,) if isinstance(value, Future) or _in_asyncio(value) else value
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise TypeError(
             f"{name} must be a concurrent.futures.Future or an iterable of them,"
@@ -120,15 +120,24 @@ def check_upstreams(name: str, value: object) -> tuple[Future[Any], ...]:
     futures = tuple(items)
     for future in futures:
         if not isinstance(future, Future):
-            hint = ""
-            if callable(getattr(future, "get_loop", None)):
-                # Its callbacks run on its loop, called from that loop's thread only.
-                hint = " (for a coroutine, pass asyncio.run_coroutine_threadsafe()'s future)"
+            # An asyncio future's callbacks run in its loop, and it may be told of one
+            # only from there: a dependent would be told of its end from no thread.
+            hint = (
+                " (for a coroutine, pass asyncio.run_coroutine_threadsafe()'s future)"
+                if _in_asyncio(future)
+                else ""
+            )
             raise TypeError(
                 f"{name} must hold concurrent.futures.Future objects, not"
                 f" {type(future).__name__}{hint}"
             )
     return futures
+
+
+def _in_asyncio(value: object) -> bool:
+    # What asyncio.isfuture() looks at, without importing asyncio: an asyncio future, or
+    # a task, is iterable (for yield from), and no iterable of upstreams.
+    return hasattr(type(value), "_asyncio_future_blocking")
 
 
 class Core(Protocol):
