@@ -74,7 +74,7 @@ class DependencyFailed(CancelledError):
         super().__init__(f"{task} did not run: its upstream {upstream!r} {_SAID[reason]}")
         self.task = task
         self.upstream = upstream
-        self.reason = reason
+        self.reason: Reason = reason
 
 
 # What ended a dependent: the upstream whose outcome it was, why, and its exception.

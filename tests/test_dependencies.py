@@ -299,7 +299,8 @@ def test_after_any_runs_on_any_outcome_and_reads_the_upstreams() -> None:
         summary = ex.options(after_any=upstreams).submit(report)
         assert cancelled.cancel()
         clock.advance(11)
-        assert summary.result(TIMEOUT) == ["None", "Boom('upstream broke')", "cancelled", "cancelled"]
+        reported = ["None", "Boom('upstream broke')", "cancelled", "cancelled"]
+        assert summary.result(TIMEOUT) == reported
 
 
 def test_after_and_after_any_together() -> None:
@@ -448,9 +449,8 @@ def test_bad_upstreams_raise_at_options_naming_the_argument(
 def test_an_asyncio_future_is_refused_with_the_way_to_a_concurrent_one() -> None:
     loop = asyncio.new_event_loop()
     try:
-        with PriorityExecutor(1) as ex:
-            with pytest.raises(TypeError, match="run_coroutine_threadsafe"):
-                ex.options(after=loop.create_future())
+        with PriorityExecutor(1) as ex, pytest.raises(TypeError, match="run_coroutine_threadsafe"):
+            ex.options(after=loop.create_future())
     finally:
         loop.close()
 
@@ -589,7 +589,7 @@ def test_upstream_end_racing_a_cancel_on_threads_ends_the_dependent_once(outcome
             dependent = ex.options(after=upstream).submit(str, "ran")
             go = threading.Barrier(2)
 
-            def finish(upstream: Future[None] = upstream) -> None:
+            def finish(upstream: Future[None] = upstream, go: threading.Barrier = go) -> None:
                 go.wait()
                 if outcome == "result":
                     upstream.set_result(None)
@@ -673,11 +673,11 @@ def test_a_graph_goes_to_a_lane() -> None:
 
 def test_bad_graph_arguments_raise_naming_them() -> None:
     with PriorityExecutor(1) as ex:
-        with pytest.raises(TypeError, match="^graph must be a mapping"):
+        with pytest.raises(TypeError, match=r"^graph must be a mapping"):
             submit_graph(ex, [("a", "b")], lambda n, i: n)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="^fn must be a callable"):
+        with pytest.raises(TypeError, match=r"^fn must be a callable"):
             submit_graph(ex, {"a": []}, None)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="^executor must be a PriorityExecutor or a Lane"):
+        with pytest.raises(TypeError, match=r"^executor must be a PriorityExecutor or a Lane"):
             submit_graph(ex.options(), {"a": []}, lambda n, i: n)
         assert stats_fields(ex) == counts()
 
@@ -706,7 +706,7 @@ def test_waiting_shows_a_blocked_state_first_class() -> None:
     with PriorityExecutor(1) as ex:
         upstream: Future[None] = Future()
         dependent = ex.options(after=upstream).submit(int)
-        done, not_done = wait([dependent], 0.01, return_when=FIRST_COMPLETED)
+        done, _ = wait([dependent], 0.01, return_when=FIRST_COMPLETED)
         assert not done
         assert repr(ex.stats()).endswith("blocked=1)")
         upstream.set_result(None)
