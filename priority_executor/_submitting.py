@@ -311,6 +311,19 @@ class WithOptions(Executor):
         self._target = target
         self._options = options
 
+    def options(
+        self,
+        *,
+        after: Future[Any] | Iterable[Future[Any]] | None = None,
+        after_any: Future[Any] | Iterable[Future[Any]] | None = None,
+    ) -> WithOptions:
+        """Refused: a view's submits carry its own options, so those of a view of it would
+        be dropped (a task given ``after=`` there would not wait)."""
+        raise TypeError(
+            "options() of an options() view: give every option in one call of the"
+            " executor's or the lane's options()"
+        )
+
     def _schedule(
         self,
         fn: Callable[..., Any],

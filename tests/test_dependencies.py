@@ -471,6 +471,13 @@ def test_a_dependent_submitted_after_shutdown_raises_and_registers_nothing() -> 
     lane_ex.shutdown()
 
 
+def test_a_view_of_a_view_is_refused_rather_than_dropping_its_upstreams() -> None:
+    with PriorityExecutor(1) as ex:
+        with pytest.raises(TypeError, match="in one call"):
+            ex.options(after=done_future()).options(after=done_future())
+        assert stats_fields(ex) == counts()
+
+
 def test_no_upstream_given_is_a_plain_submit() -> None:
     with PriorityExecutor(1) as ex:
         assert ex.options(after=[]).submit(str, "now").result(TIMEOUT) == "now"
