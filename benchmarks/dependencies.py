@@ -4,8 +4,9 @@ and for ``ThreadPoolExecutor`` with the same work written by hand as done-callba
 submit the next task:
 
 - the cost of one edge: a submit after one done future, against a plain submit;
-- a chain of ``chain`` no-op tasks, each after the previous one (wall time, and the memory
-  held at its end, as tracemalloc counts it, while only the last future is kept);
+- a chain of ``chain`` no-op tasks, each after the previous one, all submitted before the
+  first runs (wall time; and, in a run of its own, the memory held at its end as tracemalloc
+  counts it, only the last future being kept);
 - a fan-in: ``fan_in`` no-op tasks, then one task after all of them.
 
 The hand-written version is what users write today: each upstream's callback counts down
@@ -100,10 +101,12 @@ def edge_cost(count: int) -> dict[str, float]:
     return costs
 
 
-def chain_pe(length: int) -> tuple[float, float]:
+def chain_pe(length: int, trace: bool) -> float:
+    """Seconds the chain took; or, with ``trace``, the bytes held at its end."""
     with PriorityExecutor(WORKERS) as ex:
         gc.collect()
-        tracemalloc.start()
+        if trace:
+            tracemalloc.start()
         started = time.perf_counter()
         gate = threading.Event()
         last: Future[Any] = ex.submit(gate.wait)
@@ -112,16 +115,19 @@ def chain_pe(length: int) -> tuple[float, float]:
         gate.set()
         last.result()
         elapsed = time.perf_counter() - started
+        if not trace:
+            return elapsed
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-    return elapsed, held
+    return held
 
 
-def chain_by_hand(length: int) -> tuple[float, float]:
+def chain_by_hand(length: int, trace: bool) -> float:
     with ThreadPoolExecutor(WORKERS) as pool:
         gc.collect()
-        tracemalloc.start()
+        if trace:
+            tracemalloc.start()
         started = time.perf_counter()
         gate = threading.Event()
         last: Future[Any] = pool.submit(gate.wait)
@@ -130,10 +136,12 @@ def chain_by_hand(length: int) -> tuple[float, float]:
         gate.set()
         last.result()
         elapsed = time.perf_counter() - started
+        if not trace:
+            return elapsed
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-    return elapsed, held
+    return held
 
 
 def fan_in_pe(width: int) -> float:
@@ -159,7 +167,7 @@ def main() -> None:
     for label, micros in edge_cost(20_000).items():
         print(f"  {label:<42} {micros:6.2f} us a submit")
     for label, run in (("PE after=", chain_pe), ("TPE callbacks by hand", chain_by_hand)):
-        elapsed, held = run(chain)
+        elapsed, held = run(chain, False), run(chain, True)  # tracemalloc slows it 5x
         print(
             f"  chain of {chain:,}, {label:<22} {elapsed:6.2f} s"
             f" ({elapsed / chain * 1e6:5.1f} us a link), {held / 1024:8.0f} KiB held at its end"

@@ -216,6 +216,9 @@ class Upstreams:
         tasks.discard(task)
         if not tasks:
             core.holding(self._blocked, False)
+            # A set never shrinks: one that held a chain's 100,000 tasks would keep their
+            # room (4 MB) for good.
+            self._blocked.tasks = set()
         if self.task is task:  # else a copy took its place (see reschedule)
             # Queued, or claimed: whatever upstream is done later changes nothing, and
             # the ones not done are no longer held for it.
