@@ -2,9 +2,11 @@
 deadlines, recurring tasks, lanes and retries."""
 
 from ._calendar import Cron, Schedule
+from ._dependencies import DependencyFailed
 from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
+from ._graph import submit_graph
 from ._lanes import Lane
 from ._limits import Smooth
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
@@ -17,6 +19,7 @@ __all__ = [
     "Aging",
     "CancelToken",
     "Cron",
+    "DependencyFailed",
     "EarliestDeadlineFirst",
     "ExecutorStats",
     "Expired",
@@ -36,5 +39,6 @@ __all__ = [
     "WaitingTask",
     "current",
     "stop",
+    "submit_graph",
 ]
 __version__ = "0.1.0"

@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from . import _threads
 from ._fair import Fair
 from ._promoter import Promoter
-from ._task import CANCELLED, FAILED, PENDING, READY, STARTED, THROTTLED, WAITING, Alarm, Task
+from ._task import (
+    BLOCKED,
+    CANCELLED,
+    FAILED,
+    PENDING,
+    READY,
+    STARTED,
+    THROTTLED,
+    WAITING,
+    Alarm,
+    Task,
+)
 
 if TYPE_CHECKING:
     from ._clock import WallTime
@@ -127,8 +138,9 @@ class Closing:
 
     def waiting_tasks(self, effects: Effects) -> list[Task]:
         """Every entry of a waiting task, under the lock, once the intake is drained: the
-        ready ones, the throttled ones, the pending ones (a task may be listed twice:
-        a series' stale entries, a heap's dead ones)."""
+        ready ones, those held back (throttled by a lane, or blocked: see Holder), the
+        pending ones (a task may be listed twice: a series' stale entries, a heap's dead
+        ones)."""
         self.drain_intake(effects)
         return [
             *(entry[-1] for entry in (*self.in_order, *self.ready)),
@@ -150,7 +162,7 @@ class Closing:
                 task.state <= READY
                 and (ext is None or ext.recurrence is None)
                 and (lane is None or (ext is not None and ext.lane is lane))
-                and (due_too or task.state == PENDING)
+                and (due_too or task.state <= PENDING)  # BLOCKED or PENDING: not due
             ):
                 self.claim(task, state, effects)
                 claimed.append(task)
@@ -162,6 +174,7 @@ class Closing:
         counts = self.counts
         return (
             self.closed is not None
+            and not counts[BLOCKED]  # its upstreams may still be done: it runs then
             and not counts[PENDING]
             and not counts[THROTTLED]
             and not self.ready_count()

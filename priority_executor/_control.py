@@ -13,14 +13,25 @@ from ._calendar import Calendar
 from ._clock import wall_datetime
 from ._extension import Extension
 from ._stats import ExecutorStats, make_stats
-from ._task import INTAKE, PENDING, READY, STARTED, THROTTLED, VOID, Extended, OwnFuture, Task
+from ._task import (
+    BLOCKED,
+    INTAKE,
+    PENDING,
+    READY,
+    STARTED,
+    THROTTLED,
+    VOID,
+    Extended,
+    OwnFuture,
+    Task,
+)
 from ._waiting import WaitingState, WaitingTask
 
 if TYPE_CHECKING:
     from ._effects import Effects
     from ._lane_engine import LaneState
     from ._scheduler import Scheduler
-    from ._task import Holder, Lane
+    from ._task import Lane
     from ._waiting import HeldBy
 
 _MICROSECOND = datetime.timedelta(microseconds=1)
@@ -53,8 +64,8 @@ def stats(core: Scheduler) -> ExecutorStats:
 def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
     """Every task not started yet (of ``lane``, if given), in one snapshot taken under
     the lock: the ready ones in the order workers would take them, then the throttled
-    ones in the same order, with the limit that holds them back, then the others by due
-    time."""
+    ones in the same order, with the limit that holds them back, then the scheduled ones
+    by due time, then those blocked by upstreams, by due time too."""
 
     def step(effects: Effects) -> list[WaitingTask]:
         now = core.now()
@@ -83,7 +94,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
         room: dict[object, int] = {}
         for entry in due:
             task = entry[-1]
-            own = None if task.ext is None else cast("Holder", task.ext.lane)
+            own = None if task.ext is None else cast("LaneState", task.ext.lane)
             if own is None or task in own.given:
                 ready.append(task)
                 continue
@@ -103,6 +114,13 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
                 seen.add(id(timer))
                 pending.append(timer)
         pending.sort()
+        # Waiting for upstreams (see _dependencies.Blocked), by due time as well.
+        blocked = sorted(
+            entry[-1]
+            for holder in core.holders
+            for entry in holder.throttled
+            if entry[-1].state == BLOCKED
+        )
         # What holds each lane's throttled tasks back: each such lane has due tasks, so is
         # among the holders.
         held: dict[object, tuple[LaneState, HeldBy, float] | None] = {
@@ -117,6 +135,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
                 ("ready", ready),
                 ("throttled", [e[-1] for e in throttled]),
                 ("scheduled", pending),
+                ("blocked", blocked),
             )
             for task in tasks
             if lane is None or (task.ext is not None and task.ext.lane is lane)
@@ -151,6 +170,7 @@ def _waiting_task(
         early = runs_at.timestamp() < wall
     if early:
         runs_at += _MICROSECOND
+    upstreams = None if ext is None else ext.upstreams
     return WaitingTask(
         future=task.future,
         fn=task.fn,
@@ -163,6 +183,7 @@ def _waiting_task(
         starts_in=None if holding is None or holding[2] == math.inf else holding[2] - now,
         held_in=None if holding is None else holding[0].name,
         runs_at=runs_at.astimezone(zone),
+        after=() if upstreams is None or state != "blocked" else upstreams.waiting_for(),
     )
 
 

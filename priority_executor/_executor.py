@@ -36,6 +36,7 @@ from ._arguments import (
 from ._backend import RemoteFuture, open_backend
 from ._calendar import Calendar, Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
+from ._dependencies import Blocked, Upstreams
 from ._extension import Extension
 from ._gate import make_gate
 from ._lane_engine import LaneState
@@ -184,6 +185,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._kept: dict[str, LaneState] = {}
         self._shut: set[str] = set()
         self._lanes_lock = threading.Lock()
+        # Its tasks that wait for upstreams (see _dependencies).
+        self._blocked = Blocked()
 
     def _schedule(
         self,
@@ -234,11 +237,28 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         else:
             task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
             # A lane is the extension of its tasks that have no other feature.
-            task.ext = (
-                lane if plain else Extension(deadline, lane, retry, None, wall, options, limit)
-            )
+            if plain:
+                task.ext = lane
+            elif options is None or not (options.after or options.after_any):
+                task.ext = Extension(deadline, lane, retry, None, wall, options, limit)
+            else:
+                ext = Extension(deadline, lane, retry, None, wall, None, limit)
+                self._submit_after(task, ext, options)
+                return future
         scheduler.add(task, due <= now)
         return future
+
+    def _submit_after(self, task: Extended, ext: Extension, options: Options) -> None:
+        """Queue ``task`` BLOCKED until the futures of ``options`` are done (see
+        _dependencies): queued first, so that an upstream done already, which calls back
+        at once, finds it; if the queueing raises, nothing is left to call back."""
+        ext.options = options.for_task()
+        ext.upstreams = upstreams = Upstreams(
+            self._owner, self._blocked, options.after + options.after_any
+        )
+        task.ext = ext
+        self._scheduler.add(task, False)
+        upstreams.listen(options.after, options.after_any)
 
     def _due(self, now: float, delay: object, run_at: object) -> tuple[float, float | None]:
         """When a task is due, and the wall-clock time it waits for: a ``run_at`` still to
@@ -312,8 +332,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         )
         context = copy_context() if self._inherit_context else None
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-        task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options, limit)
-        scheduler.add(task, due <= now)
+        ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options, limit)
+        if options is not None and (options.after or options.after_any):
+            self._submit_after(task, ext, options)  # its first run waits for them
+        else:
+            task.ext = ext
+            scheduler.add(task, due <= now)
         return future
 
     def _check_priority(self, priority: object) -> None:

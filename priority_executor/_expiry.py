@@ -3,13 +3,15 @@
 Its future is cancelled, as ``concurrent.futures`` knows no other way to say "will never
 run": ``cancelled()`` is True, and ``wait()``, ``as_completed()`` and existing handlers of
 ``CancelledError`` work unchanged. What differs is what ``result()`` and ``exception()``
-raise: ``Expired``, which names the deadline. The future carries that (``_expired``) from
-before it is cancelled, so whoever sees it cancelled finds it.
+raise: ``Expired``, which names the deadline. The future carries that (its ``_reason``)
+from before it is cancelled, so whoever sees it cancelled finds it. A dependent whose
+upstream failed is told apart the same way (see ``_dependencies.DependencyFailed``).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 from concurrent.futures import CancelledError, Future
 from typing import Any, Callable
@@ -49,7 +51,7 @@ def mark_expired(
     a future left pending would hang whoever waits for it."""
     when = wall_datetime(wall).astimezone()
     name = callable_name(fn)
-    future._expired = (when, name)  # type: ignore[attr-defined]
+    mark_cancelled(future, functools.partial(Expired, when, name))
     if LOGGER.isEnabledFor(logging.DEBUG):
         extra = fields(fn, lane, deadline=when.isoformat())
         # Once the future is cancelled: a filter or handler of the user's that raises
@@ -62,9 +64,18 @@ def mark_expired(
         )
 
 
-def raise_if_expired(future: Future[Any]) -> None:
-    """Raise ``Expired`` if the cancelled ``future`` expired (a fresh one each time: one
-    instance raised in many places would collect all their tracebacks)."""
-    expired = future._expired  # type: ignore[attr-defined]  # an OwnFuture
-    if expired is not None:
-        raise Expired(*expired) from None
+def mark_cancelled(future: Future[Any], reason: Callable[[], CancelledError]) -> None:
+    """Say why ``future`` is about to be cancelled by the executor: ``reason()`` makes the
+    exception that its ``result()`` and ``exception()`` raise."""
+    future._reason = reason  # type: ignore[attr-defined]  # an OwnFuture
+
+
+def raise_reason(future: Future[Any]) -> None:
+    """Raise why the cancelled ``future`` was cancelled, if the executor said (a fresh
+    exception each time: one instance raised in many places would collect all their
+    tracebacks); its cause, if it has one, is kept."""
+    reason = future._reason  # type: ignore[attr-defined]  # an OwnFuture
+    if reason is not None:
+        exc = reason()
+        exc.__suppress_context__ = True  # not "during handling of CancelledError"
+        raise exc

@@ -1,6 +1,6 @@
 """A task's extension: the one object that carries what features add to a task (a start
-deadline, a lane, a retry policy, a recurrence), and answers the scheduler's hooks for
-them (see ``_task.Hooks``).
+deadline, a lane, a retry policy, a recurrence, upstreams to wait for), and answers the
+scheduler's hooks for them (see ``_task.Hooks``).
 
 A plain task has none: the scheduler tests ``task.ext is None`` and goes on. Each hook here
 asks the feature's own module: a lane its ``LaneState`` (``_lanes``), a retry its
@@ -19,6 +19,7 @@ from ._retry import Retry, log_retry
 from ._run import run
 from ._runtime import Pooled, RunLimit
 from ._task import (
+    BLOCKED,
     EXPIRED,
     FAILED,
     PENDING,
@@ -33,6 +34,7 @@ from ._task import (
 )
 
 if TYPE_CHECKING:
+    from ._dependencies import Upstreams
     from ._effects import Effects
     from ._options import Options
 
@@ -53,6 +55,7 @@ class Extension:
         "retry",
         "run_limit",
         "time_limit",
+        "upstreams",
         "wall_due",
     )
     lock_free = False  # it needs the promoter
@@ -84,6 +87,8 @@ class Extension:
         # The last attempt's exception while its retry waits: the task's outcome, should the
         # retry not start by the deadline (see late()).
         self.error: BaseException | None = None
+        # The futures it waits for, if it was submitted after some (see _dependencies).
+        self.upstreams: Upstreams | None = None
 
     def check_open(self) -> None:
         if self.lane is not None and self.lane.closed:
@@ -136,6 +141,8 @@ class Extension:
                 self.expiry.task = None  # a finished task, and its result, must not live on
                 self.expiry = None
                 core.alarm_died()
+        if self.upstreams is not None and (was == BLOCKED) is not (state == BLOCKED):
+            self.upstreams.moved(task, state, core)
         if self.lane is not None:
             self.lane.moved(task, was, state, core, effects)
 
@@ -201,6 +208,7 @@ class Extension:
         )
         new.attempt = self.attempt
         new.error = self.error
+        new.upstreams = self.upstreams  # the copy waits for what its task waited for
         return new
 
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:

@@ -479,6 +479,7 @@ class LaneState:
     recurrence = None
     error = None
     wall_due = None
+    upstreams = None
 
     @property
     def lane(self) -> LaneState:

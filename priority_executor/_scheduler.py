@@ -307,6 +307,9 @@ class Scheduler(Promotion, Closing):
         if ext is not None:
             if ext.recurrence is not None:
                 self.series.add(task)
+            upstreams = ext.upstreams
+            if upstreams is not None and upstreams.hold(task, self, effects, was):
+                return  # in no heap until its upstreams are done (see _dependencies)
             if ext.wall_due is not None:
                 # Placed here, under the lock, after a look for a step of the wall clock:
                 # placed by an offset that a step made stale, it could start early, and

@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._task import (
+    BLOCKED,
     CANCELLED,
     COMPLETED,
     EXPIRED,
@@ -38,6 +39,7 @@ class ExecutorStats:
     # Of those running: threads whose call ran past its time limit and goes on (its future
     # failed at the limit; it is counted failed once its call returns).
     overrunning: int = 0
+    blocked: int = 0  # waiting for its upstreams (see PriorityExecutor.options(after=))
 
 
 def make_stats(counts: list[int], retries: int, overrunning: int = 0) -> ExecutorStats:
@@ -54,4 +56,5 @@ def make_stats(counts: list[int], retries: int, overrunning: int = 0) -> Executo
         retries=retries,
         skipped=counts[SKIPPED],
         overrunning=overrunning,
+        blocked=counts[BLOCKED],
     )

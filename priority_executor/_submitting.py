@@ -19,6 +19,7 @@ from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 from ._calendar import Schedule
+from ._dependencies import check_upstreams
 from ._options import Options
 from ._runtime import check_time_limit
 
@@ -66,14 +67,31 @@ class Executor(futures.Executor):
         options: Options | None = None,
     ) -> Future[None]: ...
 
-    def options(self, *, time_limit: float | timedelta | None = None) -> WithOptions:
+    def options(
+        self,
+        *,
+        after: Future[Any] | Iterable[Future[Any]] | None = None,
+        after_any: Future[Any] | Iterable[Future[Any]] | None = None,
+        time_limit: float | timedelta | None = None,
+    ) -> WithOptions:
         """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
         ``map()`` give each task these options, which ``submit()`` has no keyword for.
 
-        ``time_limit``: how long each run (a call, a retry's attempt, a series' run) may
-        take, in place of its lane's or executor's; at the limit its future fails with
-        ``TaskTimeoutError`` and its token is set (see ``priority_executor.current()``)."""
-        return WithOptions(self, Options(time_limit=check_time_limit(time_limit)))
+        ``after``: a future or an iterable of futures (any ``concurrent.futures.Future``);
+        each task waits until all are done, then is due as usual; one that failed, was
+        cancelled or expired ends it with ``DependencyFailed``. ``after_any``: likewise,
+        but whatever their outcome (the task reads them itself). ``time_limit``: how long
+        each run (a call, a retry's attempt, a series' run) may take, in place of its
+        lane's or executor's; at the limit its future fails with ``TaskTimeoutError`` and
+        its token is set (see ``priority_executor.current()``)."""
+        return WithOptions(
+            self,
+            Options(
+                check_upstreams("after", after),
+                check_upstreams("after_any", after_any),
+                check_time_limit(time_limit),
+            ),
+        )
 
     # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
@@ -301,6 +319,20 @@ class WithOptions(Executor):
     def __init__(self, target: Executor, options: Options) -> None:
         self._target = target
         self._options = options
+
+    def options(
+        self,
+        *,
+        after: Future[Any] | Iterable[Future[Any]] | None = None,
+        after_any: Future[Any] | Iterable[Future[Any]] | None = None,
+        time_limit: float | timedelta | None = None,
+    ) -> WithOptions:
+        """Refused: a view's submits carry its own options, so those of a view of it would
+        be dropped (a task given ``after=`` there would not wait)."""
+        raise TypeError(
+            "options() of an options() view: give every option in one call of the"
+            " executor's or the lane's options()"
+        )
 
     def _schedule(
         self,

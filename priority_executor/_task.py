@@ -12,7 +12,7 @@ import _thread
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from concurrent.futures._base import PENDING as _FUTURE_PENDING
 from contextlib import suppress
@@ -21,32 +21,32 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, cast
 
 from . import _threads
-from ._expiry import mark_expired, raise_if_expired
+from ._expiry import mark_expired, raise_reason
 from ._gate import Bounded
 
 if TYPE_CHECKING:
     from contextvars import Context
-    from datetime import datetime
 
     from ._clock import WallTime
     from ._effects import Effects
     from ._waiting import HeldBy
 
 # Waiting states first: a task in one of them is queued and may still be claimed.
-PENDING = 0  # in the pending heap, not due yet
-INTAKE = 1  # due, in the intake on its way to the ready heap
-THROTTLED = 2  # due, held back by its lane's limits, in the lane's own heap
-READY = 3  # in the ready heap, due, waiting for a worker
-STARTED = 4
-COMPLETED = 5
-FAILED = 6
-CANCELLED = 7
-EXPIRED = 8
-VOID = 9  # counted nowhere: a new task, a submit taken back, a run that ended a series
-SKIPPED = 10  # a run of a calendar series later than its misfire grace: not made
-STATES = 11
+BLOCKED = 0  # waiting for its upstreams, in no heap (see _dependencies)
+PENDING = 1  # in the pending heap, not due yet
+INTAKE = 2  # due, in the intake on its way to the ready heap
+THROTTLED = 3  # due, held back by its lane's limits, in the lane's own heap
+READY = 4  # in the ready heap, due, waiting for a worker
+STARTED = 5
+COMPLETED = 6
+FAILED = 7
+CANCELLED = 8
+EXPIRED = 9
+VOID = 10  # counted nowhere: a new task, a submit taken back, a run that ended a series
+SKIPPED = 11  # a run of a calendar series later than its misfire grace: not made
+STATES = 12
 # The waiting states: in a forked child, every task in one is the parent's.
-WAITING = (PENDING, INTAKE, THROTTLED, READY)
+WAITING = (BLOCKED, PENDING, INTAKE, THROTTLED, READY)
 
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 
@@ -178,8 +178,9 @@ class OwnFuture(Future[T]):
     # The task that stands for this future, which reschedule() replaces by a copy (see
     # Task.replacement). It holds the task as a done-callback would.
     _task: Task | None = None
-    # Set if its task expired: (deadline, name), what Expired says (see _expiry).
-    _expired: tuple[datetime, str] | None = None
+    # Set if its task was cancelled for a reason of the executor's (its deadline, an
+    # upstream that failed): what result() and exception() raise then (see _expiry).
+    _reason: Callable[[], CancelledError] | None = None
     # The _token.CancelToken of its task's run, once asked for or given a time limit
     # (typed Any here: _token imports this module).
     _token: Any = None
@@ -246,14 +247,15 @@ class OwnFuture(Future[T]):
         if self._done_callbacks:
             super()._invoke_callbacks()  # type: ignore[misc]
 
-    # An expired task's future raises Expired, a CancelledError that names the deadline.
+    # An expired task's future raises Expired, a CancelledError that names the deadline (a
+    # dependent of a failed upstream's, DependencyFailed: see _reason).
     # Each lets go of the future as Future's own do: a task's exception raised here holds
     # this frame in its traceback, and the future holds the exception.
     def result(self, timeout: float | None = None) -> T:
         try:
             return super().result(timeout)
         except CancelledError:
-            raise_if_expired(self)
+            raise_reason(self)
             raise
         finally:
             del self
@@ -262,7 +264,7 @@ class OwnFuture(Future[T]):
         try:
             return super().exception(timeout)
         except CancelledError:
-            raise_if_expired(self)
+            raise_reason(self)
             raise
         finally:
             del self
@@ -358,12 +360,13 @@ class Workers(Protocol):
 
 
 class Holder(Protocol):
-    """Holds due tasks back from the workers (a lane, for its throttled ones): the scheduler
-    lists them with the waiting tasks (see ``Core.holding``)."""
+    """Holds tasks back from the workers (a lane, its throttled ones; the executor's
+    ``_dependencies.Blocked``, those waiting for upstreams): the scheduler lists them with
+    the waiting tasks (see ``Core.holding``)."""
 
-    throttled: list[tuple[Any, ...]]
-    counts: list[int]
-    given: dict[Task, tuple[Any, ...]]  # its READY tasks given room (see _lane_engine)
+    @property
+    def throttled(self) -> Iterable[tuple[Any, ...]]:
+        """The entries of the tasks it holds (``entry[-1]`` is the task)."""
 
     def held_back(self, now: float) -> int:
         """How many of its READY tasks cannot start now (see ``_lane_engine``)."""
@@ -392,6 +395,16 @@ class Lane(Bounded, Protocol):
 
     def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
         """A worker took one of its READY tasks: STARTED, or THROTTLED (see _lane_engine)."""
+
+
+class Blocker(Protocol):
+    """What holds a task back until other futures are done (``_dependencies.Upstreams``)."""
+
+    def hold(self, task: Task, core: Core, effects: Effects, was: int | None) -> bool:
+        """Queued: move the task BLOCKED and return True if it still waits for upstreams."""
+
+    def waiting_for(self) -> tuple[Future[Any], ...]:
+        """The upstreams not done yet, under the scheduler's lock."""
 
 
 class Hooks(Protocol):
@@ -424,6 +437,10 @@ class Hooks(Protocol):
     @property
     def wall_due(self) -> float | None:
         """The wall-clock time it waits for, if its due time is one (see ``WallTime``)."""
+
+    @property
+    def upstreams(self) -> Blocker | None:
+        """The futures it waits for before it may be queued (see _dependencies)."""
 
     def check_open(self) -> None:
         """Raise ``RuntimeError`` if the task's lane takes no more tasks."""

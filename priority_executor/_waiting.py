@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-WaitingState = Literal["scheduled", "ready", "throttled"]
+WaitingState = Literal["scheduled", "ready", "throttled", "blocked"]
 HeldBy = Literal["max_running", "max_starts", "cooldown"]
 
 
@@ -15,7 +15,8 @@ class WaitingTask:
     """One task that has not started yet, as ``PriorityExecutor.waiting()`` saw it.
 
     ``state`` is ``"ready"`` (due, waiting for a worker), ``"throttled"`` (due, held back by
-    its lane's limits) or ``"scheduled"`` (waiting for its due time). ``due_in`` and
+    its lane's limits), ``"scheduled"`` (waiting for its due time) or ``"blocked"`` (waiting
+    for its upstreams: ``after`` holds those not done yet). ``due_in`` and
     ``expires_in`` are seconds from the snapshot on the executor's clock, negative when
     overdue; ``expires_in`` is None for a task without a deadline. ``lane`` is the name of
     the task's lane, None for an anonymous lane or none.
@@ -46,3 +47,4 @@ class WaitingTask:
     starts_in: float | None = None
     held_in: str | None = None
     runs_at: datetime | None = None
+    after: tuple[Future[Any], ...] = ()

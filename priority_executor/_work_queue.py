@@ -32,7 +32,7 @@ from concurrent.futures.thread import _WorkItem
 from typing import TYPE_CHECKING, Any, Callable, Literal, overload
 
 from . import _control
-from ._task import CANCELLED, PENDING, READY, THROTTLED
+from ._task import BLOCKED, CANCELLED, PENDING, READY, THROTTLED
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -226,7 +226,7 @@ def _count(core: Scheduler, effects: Effects) -> int:
     core.drain_intake(effects)
     counts = core.counts
     series = sum(1 for task in core.series if task.state <= READY)
-    return counts[PENDING] + counts[THROTTLED] + core.ready_count() - series
+    return counts[BLOCKED] + counts[PENDING] + counts[THROTTLED] + core.ready_count() - series
 
 
 def _order_stands(last: tuple[int, ...] | None, seen: tuple[int, ...]) -> bool:

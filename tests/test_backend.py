@@ -118,6 +118,7 @@ def test_results_and_errors_come_back_on_the_executors_own_futures(backend: Exec
         cancelled=0,
         expired=0,
         skipped=0,
+        blocked=0,
     )
 
 
@@ -322,6 +323,7 @@ def test_a_lost_dask_cluster_breaks_the_executor_and_nothing_hangs(
             cancelled=1,
             expired=0,
             skipped=0,
+            blocked=0,
         )
     finally:
         client.close()

@@ -80,6 +80,7 @@ def test_seed_scenario_expired_task_is_cancelled_while_worker_busy(expires) -> N
             "cancelled": 0,
             "expired": 1,
             "skipped": 0,
+            "blocked": 0,
         }
 
         clock.advance(4)  # the "5-second task" ends at t = 5
@@ -159,6 +160,7 @@ def test_deadline_applies_to_a_task_far_from_the_top_of_the_queue() -> None:
         "cancelled": 0,
         "expired": 1,
         "skipped": 0,
+        "blocked": 0,
     }
 
 
@@ -234,6 +236,7 @@ def test_task_started_before_its_deadline_runs_normally() -> None:
         "cancelled": 0,
         "expired": 0,
         "skipped": 0,
+        "blocked": 0,
     }
 
 

@@ -11,7 +11,11 @@ executor shows the state the model predicts (bounded). That wait is for the work
 act, never for a due time. Each policy gets its own run of examples.
 
 Lanes with limits and retries are part of the model: which due task is throttled and which
-waits for a worker, when a retry is due, what its future gets. Beyond the model's own
+waits for a worker, when a retry is due, what its future gets. So are dependencies
+(``options(after=...)``): a dependent is blocked until every upstream's future is done,
+then queued as submitted; one whose upstream failed, was cancelled or expired ends at once,
+cancelled with ``DependencyFailed``, transitively. Every dependent reaches exactly one end,
+and none starts before its upstreams are done (checked on the journal). Beyond the model's own
 predictions, two invariants are checked on what the executor did, from the journal of
 starts and ends: no start broke a limit of its lane, and no startable task waits while a
 worker is idle.
@@ -48,6 +52,7 @@ from hypothesis.stateful import (
 
 from priority_executor import (
     Aging,
+    DependencyFailed,
     EarliestDeadlineFirst,
     ExecutorStats,
     Fifo,
@@ -73,7 +78,7 @@ WALL = 1_800_000_000.0
 # More examples for a bug hunt: PRIORITY_EXECUTOR_MODEL_EXAMPLES=1000 pytest tests/test_model.py
 EXAMPLES = int(os.environ.get("PRIORITY_EXECUTOR_MODEL_EXAMPLES", "40"))
 
-WAITING = ("pending", "ready", "throttled")
+WAITING = ("blocked", "pending", "ready", "throttled")
 
 PRIORITIES = st.sampled_from([-10, 0, 0, 3, 10])
 DELAYS = st.one_of(st.none(), st.integers(0, 4))
@@ -239,7 +244,13 @@ class MTask:
         self.over = False
         # Given its lane's room back when throttled: holds it until a worker takes the task.
         self.given = False
-        # pending, ready, throttled, running, completed, failed, cancelled, expired, void
+        # The tasks whose futures it waits for: each must succeed (after=), or only end
+        # (after_any=); and, once one did not, ended by that (DependencyFailed).
+        self.after: list[MTask] = []
+        self.after_any: list[MTask] = []
+        self.ended_by_upstream = False
+        # blocked, pending, ready, throttled, running, completed, failed, cancelled, expired,
+        # void
         self.state = "pending"
 
 
@@ -326,7 +337,8 @@ class Model:
         ready = sorted((t for t in waiting if shown[id(t)] == "ready"), key=self.key)
         throttled = sorted((t for t in waiting if shown[id(t)] == "throttled"), key=self.key)
         pending = sorted((t for t in waiting if t.state == "pending"), key=lambda t: (t.due, t.seq))
-        return [(t, shown[id(t)]) for t in ready + throttled + pending]
+        blocked = sorted((t for t in waiting if t.state == "blocked"), key=lambda t: (t.due, t.seq))
+        return [(t, shown[id(t)]) for t in ready + throttled + pending + blocked]
 
     def blocks(self) -> bool:
         """Whether a submit from a thread not the executor's waits for room: ``max_waiting``
@@ -351,9 +363,11 @@ class Model:
         seq: int | None = None,
         wall_due: float | None = None,
         limit: float | None = None,
+        after: tuple[list[MTask], list[MTask]] = ([], []),
     ) -> MTask:
         """A task submitted; ``seq``: the one it took at its call, if it waited for room;
-        ``wall_due``: the wall-clock time it waits for (a run_at still to come)."""
+        ``wall_due``: the wall-clock time it waits for (a run_at still to come); ``after``:
+        its upstreams (after=, after_any=)."""
         if priority is None:
             priority = 0 if lane is None else lane.priority
         # A lane's retry policy replaces the executor's.
@@ -362,10 +376,39 @@ class Model:
         task = MTask(label, seq, priority, due, deadline, lane=lane, retry=retry)
         task.wall_due = wall_due
         task.limit = limit
+        task.after, task.after_any = after
         self.tasks.append(task)
-        self.queue(task)
+        if task.after or task.after_any:
+            task.state = "blocked"
+            self.resolve()
+        else:
+            self.queue(task)
         self.start_next()
         return task
+
+    @staticmethod
+    def ended(task: MTask) -> str | None:
+        """How a task's future ended: "ok", "bad" (failed, cancelled, expired), or None
+        while it is not done (a retry cancelled during an attempt is cancelled at once)."""
+        if task.cancel_requested or task.state in ("failed", "cancelled", "expired"):
+            return "bad"
+        return "ok" if task.state == "completed" else None
+
+    def resolve(self) -> None:
+        """Each blocked task whose upstream did not succeed ends; one whose upstreams are
+        all done is queued. Until nothing changes: an end reaches the ends' dependents."""
+        changed = True
+        while changed:
+            changed = False
+            for task in self.in_state("blocked"):
+                ends = [self.ended(upstream) for upstream in task.after]
+                if "bad" in ends:
+                    self.claimed(task, "cancelled")
+                    task.ended_by_upstream = True
+                    changed = True
+                elif None not in ends and all(self.ended(u) for u in task.after_any):
+                    self.queue(task)
+                    changed = True
 
     def submit_recurring(self, series: MSeries, seq: int | None = None) -> None:
         self.series.append(series)
@@ -430,12 +473,16 @@ class Model:
             task.given = True
             room -= 1
 
-    def claimed(self, task: MTask, state: str) -> None:
-        """A waiting task will not start: cancelled or expired."""
+    def claimed(self, task: MTask, state: str, resolve: bool = True) -> None:
+        """A waiting task will not start: cancelled or expired. ``resolve``: its
+        dependents learn of it now (not yet while the deadlines of one advance pass: those
+        are all claimed in one step, before any dependent hears of them)."""
         was, task.state = task.state, state
         if task.lane is not None and was != "throttled":
             # It may have been given the lane's room, which now goes to another.
             self.release_lane(task.lane)
+        if resolve:
+            self.resolve()
 
     # -- time and ends ----------------------------------------------------------------------
 
@@ -450,9 +497,10 @@ class Model:
             if task.deadline is not None and task.deadline <= self.now:
                 # A retry's future gets its last attempt's exception, and it counts where
                 # its future ended: failed.
-                self.claimed(task, "expired" if task.error is None else "failed")
+                self.claimed(task, "expired" if task.error is None else "failed", False)
             elif task.state == "pending" and task.due <= self.now:
                 task.state = "ready"
+        self.resolve()
         for lane in self.lanes:  # a window or a cooldown may have passed
             self.release_lane(lane)
         self.start_next()
@@ -485,6 +533,7 @@ class Model:
                 task.state = "cancelled" if task.cancel_requested else "failed"
         else:
             task.state = "cancelled" if task.cancel_requested else "completed"
+        self.resolve()
         if lane is not None:
             self.release_lane(lane)
         series = task.series
@@ -531,6 +580,7 @@ class Model:
     def cancel_task(self, task: MTask) -> bool:
         if task.state in WAITING:
             self.claimed(task, "cancelled")
+            self.start_next()  # a dependent that waited for any outcome of it may start
             return True
         if task.state == "running" and task.retry is not None and task.cancel_requested:
             return True  # cancelled already: the future says so again
@@ -538,6 +588,8 @@ class Model:
             # Its future stays pending across attempts (unless failed at its limit):
             # cancel() wins, and the outcome of the attempt in progress is dropped.
             task.cancel_requested = True
+            self.resolve()
+            self.start_next()
             return True
         # An expired retry's future holds the last exception (it counts failed).
         return task.state in ("cancelled", "expired")
@@ -561,6 +613,7 @@ class Model:
             self.cancelled_all = True
             for task in self.waiting():
                 task.state = "cancelled"
+        self.resolve()
 
     def shutdown_lane(self, lane: MLane, cancel_futures: bool) -> None:
         lane.closed = True
@@ -569,6 +622,8 @@ class Model:
             for task in self.waiting():
                 if task.lane is lane:
                     task.state = "cancelled"
+            self.resolve()
+            self.start_next()
 
     # -- live control -----------------------------------------------------------------------
 
@@ -593,7 +648,9 @@ class Model:
         task.due, task.deadline, task.seq = due, deadline, next(self.seq)
         if delay is not None:
             task.wall_due = None  # a delay waits for no wall-clock time
-        if due > self.now:
+        if was == "blocked":
+            pass  # it still waits for its upstreams
+        elif due > self.now:
             # Not due: it waits for its time again, and holds none of its lane's room.
             task.state = "pending"
             task.given = False
@@ -634,6 +691,7 @@ class Model:
             expired=count["expired"],
             retries=self.retries if lane is None else lane.retries,
             overrunning=self.overrunning() if lane is None else 0,
+            blocked=count["blocked"],
         )
 
 
@@ -958,6 +1016,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         for future, series in self.series_futures:
             check_series_future(future, series)
         self.check_waiting()
+        self.check_upstreams_first(journal)
         self.check_lane_limits(journal)
         if stats.running - stats.overrunning < m.workers:  # an overrun's worker was replaced
             self.check_nothing_startable_waits(journal)
@@ -969,7 +1028,12 @@ class ExecutorMachine(RuleBasedStateMachine):
         backoff after the failed attempt ended) and deadline."""
         tasks: dict[Future[Any], MTask | None] = dict(self.futures)
         tasks.update((future, series.run) for future, series in self.series_futures)
-        states = {"pending": "scheduled", "ready": "ready", "throttled": "throttled"}
+        states = {
+            "pending": "scheduled",
+            "ready": "ready",
+            "throttled": "throttled",
+            "blocked": "blocked",
+        }
         now = self.m.now
 
         def expected(lane: MLane | None) -> list[tuple[Any, ...]]:
@@ -1006,6 +1070,25 @@ class ExecutorMachine(RuleBasedStateMachine):
         for lane, mlane in self.lanes:
             assert shown(lane.waiting()) == expected(mlane), mlane.name
 
+    def check_upstreams_first(self, journal: list[tuple[str, str, float]]) -> None:
+        """No dependent started before each of its upstreams was done: every start of an
+        upstream came before, its end too (an upstream cancelled during an attempt, whose
+        future is done at once, may still be running: only after_any= waits for that)."""
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for index, (_, label, _) in enumerate(journal):
+            first.setdefault(label, index)
+            last[label] = index
+        for _, task in self.futures:
+            start = first.get(task.label)
+            if start is None:
+                continue
+            for upstream in (*task.after, *task.after_any):
+                if upstream.cancel_requested or upstream.label not in last:
+                    continue
+                assert last[upstream.label] < start, (task.label, "before", upstream.label)
+                assert upstream.state not in ("running", *WAITING), (task.label, upstream.label)
+
     def lane_usage(self, journal: list[tuple[str, str, float]], lane: MLane) -> LaneUsage:
         """How the executor used ``lane``, replayed from the journal; every start checked
         against the lane's limits at the time it happened."""
@@ -1040,6 +1123,8 @@ class ExecutorMachine(RuleBasedStateMachine):
         lanes = {lane.name: lane for _, lane in self.lanes}
         now = self.m.now
         for waiting in self.ex.waiting():
+            if waiting.state == "blocked":
+                continue  # its upstreams are not done: no worker may start it
             if waiting.due_in > 0 or (waiting.expires_in is not None and waiting.expires_in <= 0):
                 continue
             assert waiting.lane is not None, f"{waiting} waits with a worker idle"
@@ -1057,14 +1142,30 @@ class ExecutorMachine(RuleBasedStateMachine):
         lane: tuple[Lane, MLane] | None = None,
         at: int | None = None,
         limit: float | None = None,
+        after: list[tuple[Future[Any], MTask, bool]] | None = None,
     ) -> None:
         """Submit a task; ``at``: with ``run_at``, that many seconds from now on the wall
-        clock (in place of ``delay``)."""
+        clock (in place of ``delay``); ``after``: its upstreams, each with whether any
+        outcome will do (after_any=)."""
         label = f"t{next(self.labels)}"
         target: PriorityExecutor | Lane = self.ex if lane is None else lane[0]
-        if limit is not None:
-            target = target.options(time_limit=limit)  # type: ignore[assignment]
         mlane = None if lane is None else lane[1]
+        upstreams: tuple[list[MTask], list[MTask]] = ([], [])
+        options: dict[str, Any] = {}
+        if limit is not None:
+            options["time_limit"] = limit
+        if after:
+            if self.m.blocks():
+                return  # a submit that waits for room is another rule's
+            options["after"] = [future for future, _, any_outcome in after if not any_outcome]
+            options["after_any"] = [future for future, _, any_outcome in after if any_outcome]
+            upstreams = (
+                [task for _, task, any_outcome in after if not any_outcome],
+                [task for _, task, any_outcome in after if any_outcome],
+            )
+        if options:
+            # A view of it, with the same submit().
+            target = target.options(**options)  # type: ignore[assignment]
         if self.m.closed or (mlane is not None and mlane.closed):
             with pytest.raises(RuntimeError, match="cannot schedule new futures after"):
                 target.submit(self.g.body, label, priority=priority, delay=delay)
@@ -1093,7 +1194,9 @@ class ExecutorMachine(RuleBasedStateMachine):
         due = self.m.now + (delay or 0 if at is None else at)
 
         def admit(seq: int | None = None) -> Callable[[Future[Any]], None]:
-            task = self.m.submit(label, priority, due, deadline, mlane, seq, wall_due, limit)
+            task = self.m.submit(
+                label, priority, due, deadline, mlane, seq, wall_due, limit, upstreams
+            )
 
             def record(future: Future[Any]) -> None:
                 self.futures.append((future, task))
@@ -1127,6 +1230,29 @@ class ExecutorMachine(RuleBasedStateMachine):
         lane = self.lanes[in_lane] if in_lane < len(self.lanes) else None
         self.limited += 1
         self.submit_one(priority, delay, None, lane, limit=limit)
+
+    # After earlier tasks (the latest ones, mostly), which may still wait, run, or have
+    # ended in any way: each must succeed, or (after_any) only end.
+    @precondition(lambda self: self.futures)
+    @rule(
+        picks=st.lists(st.tuples(st.integers(0, 200), st.booleans()), min_size=1, max_size=3),
+        priority=PRIORITIES,
+        delay=DELAYS,
+        expires=EXPIRES,
+        in_lane=st.integers(0, 3),
+    )
+    def submit_after(
+        self,
+        picks: list[tuple[int, bool]],
+        priority: int,
+        delay: int | None,
+        expires: int | None,
+        in_lane: int,
+    ) -> None:
+        recent = self.futures[-4:]
+        after = [(*recent[index % len(recent)], any_outcome) for index, any_outcome in picks]
+        lane = self.lanes[in_lane] if in_lane < len(self.lanes) else None
+        self.submit_one(priority, delay, expires, lane, None, after=after)
 
     # At a wall-clock time: one still to come waits for the wall clock, which steps.
     @rule(
@@ -1497,6 +1623,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         assert not joiner.is_alive(), "shutdown(wait=True) hung at teardown"
         stats = self.ex.stats()
         assert (stats.scheduled, stats.ready, stats.throttled, stats.running) == (0, 0, 0, 0)
+        assert stats.blocked == 0
         assert executor_threads(self.prefix) == []
         for future, _ in self.futures:
             assert future.done()
@@ -1526,8 +1653,10 @@ def check_future(future: Future[Any], task: MTask) -> None:
         assert future.cancelled(), (label, state, future)
         # Reported to wait() at once, not when a worker would have reached it.
         assert futures_wait([future], timeout=0).done == {future}, (label, future)
-        with pytest.raises(CancelledError):
+        with pytest.raises(CancelledError) as raised:
             future.result(timeout=0)
+        # Ended by an upstream's outcome, and by nothing else.
+        assert isinstance(raised.value, DependencyFailed) is task.ended_by_upstream, (label, raised)
 
 
 def check_series_future(future: Future[Any], series: MSeries) -> None:

@@ -254,6 +254,7 @@ def test_an_executor_whose_threads_could_not_start_works_once_they_can() -> None
         cancelled=0,
         expired=0,
         skipped=0,
+        blocked=0,
     )
 
 

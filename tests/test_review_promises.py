@@ -235,7 +235,13 @@ def _use_and_drop(executor_class: type[ThreadPoolExecutor]) -> None:
         series = ex.submit_recurring(int, interval=30)
         later = ex.submit(int, delay=30)
         ex.reschedule(later, priority=3)
-        cf.wait([*lane_futures, retried], timeout=TIMEOUT)
+        # Dependents: one that runs, one ended by its upstream's failure, one still
+        # blocked when the shutdown cancels it.
+        ran = ex.options(after=futures[0]).submit(int, 1)
+        ended = ex.options(after=futures[10]).submit(int)
+        blocked = ex.options(after=later).submit(int)
+        cf.wait([*lane_futures, retried, ran, ended], timeout=TIMEOUT)
+        assert ran.result() == 1 and ended.cancelled()
         assert [f.result() for f in lane_futures] == [0, 1, 2]
         assert isinstance(retried.exception(), ZeroDivisionError)
         # Weighted lanes inside a lane that holds their tasks back, some cancelled there.
@@ -248,7 +254,7 @@ def _use_and_drop(executor_class: type[ThreadPoolExecutor]) -> None:
         ex.shutdown(wait=False, cancel_futures=True)
         gate.set()
         ex.shutdown(wait=True)
-        assert later.cancelled() and sum(f.cancelled() for f in held) >= 1
+        assert later.cancelled() and blocked.cancelled() and sum(f.cancelled() for f in held) >= 1
     else:
         ex.shutdown(wait=True)
     assert isinstance(futures[10].exception(), ZeroDivisionError)

@@ -22,6 +22,7 @@ from typing_extensions import assert_type
 from priority_executor import (
     CancelToken,
     Cron,
+    DependencyFailed,
     ExecutorStats,
     Fifo,
     Lane,
@@ -31,6 +32,7 @@ from priority_executor import (
     TaskTimeoutError,
     current,
     stop,
+    submit_graph,
 )
 from priority_executor.testing import ManualClock
 
@@ -207,7 +209,33 @@ def rescheduled(ex: PriorityExecutor, future: Future[int]) -> None:
     assert_type(ex.reschedule(future, run_at=datetime(2030, 1, 1)), bool)
 
 
+def parse(node: str, inputs: dict[str, int]) -> int:
+    return len(node) + sum(inputs.values())
+
+
+def dependent(ex: PriorityExecutor, lane: Lane, up: Future[int], ups: list[Future[str]]) -> None:
+    # Tasks that wait for futures: one, or an iterable of them; the callee typed as ever.
+    assert_type(ex.options(after=up).submit(f, 1), Future[int])
+    assert_type(ex.options(after=ups, after_any=up).submit(f, 1, priority=2), Future[int])
+    assert_type(lane.options(after_any=ups).submit_recurring(h, interval=1), Future[None])
+    assert_type(ex.options(after=(up,)).map(f, [1]), Iterator[int])
+    assert_type(submit_graph(ex, {"b": ["a"]}, parse), dict[str, Future[int]])
+    assert_type(submit_graph(lane, {1: [2]}, lambda node, inputs: node), dict[int, Future[int]])
+    failed = DependencyFailed("parse", up, "failed")
+    assert_type(failed.upstream, Future[Any])
+    assert_type(failed.reason, Literal["failed", "cancelled", "expired"])
+    assert_type(ex.stats().blocked, int)
+    assert_type(ex.waiting()[0].after, tuple[Future[Any], ...])
+
+
 def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
+    ex.options(after=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.options(after_any=[1])  # type: ignore[list-item]  # pyright: ignore[reportArgumentType]
+    ex.options(before=[])  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.options(after=[]).submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
+    submit_graph(ex, {"b": ["a"]}, f)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    DependencyFailed("parse", 1, "failed")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    DependencyFailed("parse", Future(), "broke")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.lane("api").submit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
     ex.lane(max_running=1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     # The issue's examples: each is an error for ThreadPoolExecutor.submit too.
