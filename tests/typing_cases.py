@@ -29,6 +29,7 @@ from priority_executor import (
     Priority,
     PriorityExecutor,
     Retry,
+    Smooth,
     TaskTimeoutError,
     current,
     stop,
@@ -129,7 +130,7 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     hosts = ex.lane("hosts", rates=[(10, 1.0), (1000, timedelta(hours=1))], weight=2)
     host = ex.lane("host-a", parent=hosts, max_running=2, weight=0.5)
     assert_type(host.parent, "Lane | None")
-    assert_type(hosts.rates, "tuple[tuple[int, float], ...]")
+    assert_type(hosts.rates, "tuple[tuple[int, float] | Smooth, ...]")
     assert_type(hosts.weight, "float | None")
     host.configure(max_running=None, rates=[(5, 1.0)], cooldown=timedelta(seconds=1), weight=3)
     host.configure(max_starts=10, per=2)
@@ -199,7 +200,7 @@ def limited(ex: PriorityExecutor, lane: Lane, future: Future[int]) -> None:
     ex.kill_workers()
     assert_type(Retry(3, on=TaskTimeoutError, budget=timedelta(seconds=30)).budget, "float | None")
     ex.options(time_limit="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    ex.options(5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.options(5)  # type: ignore[call-arg, arg-type]  # pyright: ignore[reportCallIssue]
     ex.submit(f, 1, time_limit=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
 
 
@@ -291,3 +292,11 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
     PriorityExecutor(backend="thread")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(inherit_context=None)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ManualClock().advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def smooth_rates(ex: PriorityExecutor) -> None:
+    lane = ex.lane("api", rates=[Smooth(10, 1.0, burst=2), (100, 60.0)])
+    lane.configure(rates=[Smooth(5)])
+    Smooth(1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    PriorityExecutor(fair_share="time")
+    PriorityExecutor(fair_share="workers")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
