@@ -10,10 +10,11 @@ import asyncio
 import concurrent.futures
 import functools
 import gc
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
@@ -204,14 +205,10 @@ def test_cancelling_the_coroutine_leaves_a_running_task_to_finish() -> None:
 
     with PriorityExecutor(1) as executor:
         run(main(executor))
-        assert executor.stats().completed == 1
+    assert executor.stats().completed == 1
 
 
 # -- waiting for room under max_waiting -------------------------------------------------------
-
-
-def full(target: Target) -> Callable[[], bool]:
-    return lambda: blocked_in(target) == 0
 
 
 @pytest.mark.parametrize("bound", ["executor", "lane"])
@@ -442,4 +439,168 @@ def test_room_freed_by_workers_while_many_submits_register_reaches_every_one() -
         assert blocked_in(executor) == 0
 
     with PriorityExecutor(2, max_waiting=1) as executor:
+        run(main(executor))
+
+
+# -- amap -----------------------------------------------------------------------------------
+
+
+def collect(results: AsyncIterator[T]) -> Awaitable[list[T]]:
+    async def collecting() -> list[T]:
+        return [result async for result in results]
+
+    return collecting()
+
+
+@pytest.mark.parametrize("where", ["executor", "lane", "executor.options()", "lane.options()"])
+def test_amap_yields_the_results_in_input_order(where: str) -> None:
+    def slow_first(x: int, y: int) -> int:
+        time.sleep(0.02 if x == 0 else 0)
+        return x * y
+
+    with PriorityExecutor(4) as executor:
+        target = targets(executor)[where]
+        assert run(collect(target.amap(slow_first, range(8), range(10, 18)))) == [
+            x * y for x, y in zip(range(8), range(10, 18))
+        ]
+
+
+def test_amap_waits_for_room_and_keeps_at_most_buffersize_calls_submitted_and_not_yielded() -> None:
+    async def main(executor: PriorityExecutor) -> None:
+        seen = []
+        async with Heartbeat() as heartbeat:
+            async for n in executor.amap(abs, itertools.count(0, -1), buffersize=3):
+                stats = executor.stats()
+                submitted = stats.ready + stats.running + stats.completed
+                seen.append(submitted - (len(seen) + 1))  # submitted, and not yet yielded
+                if n == 200:
+                    break
+        assert max(seen) <= 3
+        assert heartbeat.gaps and max(heartbeat.gaps) < 0.2
+
+    with PriorityExecutor(2, max_waiting=2) as executor:
+        run(main(executor))
+
+
+def test_amap_ends_with_a_calls_exception_and_cancels_the_calls_not_yet_yielded() -> None:
+    def div(x: int) -> float:
+        return 1 / x
+
+    async def main(executor: PriorityExecutor) -> list[float]:
+        got: list[float] = []
+        with blocked_worker(executor) as (release, _):
+            results = executor.amap(div, [1, 0, 4, 5, 6])
+            first = asyncio.ensure_future(results.__anext__())
+            await until(lambda: executor.stats().ready == 5, "every call to be submitted")
+            release.set()
+            got.append(await first)
+            with pytest.raises(ZeroDivisionError):
+                await results.__anext__()
+        return got
+
+    with PriorityExecutor(1) as executor:
+        assert run(main(executor)) == [1.0]
+        stats = executor.stats()
+        # The blocker, the first call and the failed one ran; the rest were cancelled,
+        # unless the one worker started them first.
+        assert stats.completed + stats.failed + stats.cancelled == 6
+        assert stats.failed == 1
+
+
+def test_amap_closed_early_cancels_the_calls_not_yet_yielded() -> None:
+    async def main(executor: PriorityExecutor) -> None:
+        with blocked_worker(executor) as (release, _):
+            results = executor.amap(abs, range(10))
+            first = asyncio.ensure_future(results.__anext__())
+            await until(lambda: executor.stats().ready == 10, "every call to be submitted")
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            await results.aclose()
+            assert executor.stats().cancelled == 10
+            release.set()
+
+    with PriorityExecutor(1) as executor:
+        run(main(executor))
+
+
+def test_amap_raises_a_submits_error_after_the_results_submitted_before_it() -> None:
+    async def main(executor: PriorityExecutor) -> list[int]:
+        lane = executor.lane("hasty", max_waiting=2, waiting_timeout=0)
+        got = []
+        with blocked_worker(executor) as (release, _):
+            results = lane.amap(abs, range(5))
+            first = asyncio.ensure_future(results.__anext__())
+            await until(lambda: lane.stats().ready == 2, "the lane to be full")
+            release.set()
+            got.append(await first)
+            with pytest.raises(QueueFull, match="waiting_timeout=0"):
+                async for n in results:
+                    got.append(n)
+        return got
+
+    with PriorityExecutor(1) as executor:
+        assert run(main(executor)) == [0, 1]
+
+
+def test_amap_checks_its_arguments_at_the_call() -> None:
+    with PriorityExecutor(1) as executor:
+        with pytest.raises(TypeError, match="callable"):
+            executor.amap(42, [1])  # type: ignore[call-overload]
+        with pytest.raises(ValueError, match="buffersize must be None or > 0"):
+            executor.amap(abs, [1], buffersize=0)
+        with pytest.raises(TypeError, match="priority"):
+            executor.amap(abs, [1], priority=1.5)  # type: ignore[arg-type]
+
+
+# -- the to_thread trap ---------------------------------------------------------------------
+
+
+def test_to_thread_of_a_submit_goes_past_the_bound_on_the_default_executor_and_asubmit_waits() -> (
+    None
+):
+    """With the executor as the loop's default, ``to_thread(lane.submit, ...)`` submits
+    from one of the executor's own workers, which never waits for room (a worker that
+    did would hold up the very workers that make room): it goes past the lane's bound, as
+    documented, and the README points to ``asubmit()``, which waits."""
+    release = threading.Event()
+
+    def held() -> int:
+        assert release.wait(TIMEOUT)
+        return 1
+
+    async def main(executor: PriorityExecutor) -> None:
+        asyncio.get_running_loop().set_default_executor(executor)
+        lane = executor.lane("requests", max_running=1, max_waiting=1)
+        running = asyncio.ensure_future(lane.asubmit(held))
+        await until(lambda: lane.stats().running == 1, "the lane's task to run")
+        queued = asyncio.ensure_future(lane.asubmit(held))
+        await until(lambda: lane.stats().throttled == 1, "the lane to be full")
+        past = await asyncio.to_thread(lane.submit, held)  # let through: a worker's submit
+        assert lane.stats().throttled == 2
+        waits = asyncio.ensure_future(lane.asubmit(held))
+        await until(lambda: blocked_in(lane) == 1, "asubmit to wait for room")
+        release.set()
+        assert await asyncio.gather(running, queued, asyncio.wrap_future(past), waits) == [1] * 4
+
+    executor = PriorityExecutor(3)
+    try:
+        run(main(executor))  # asyncio.run() shuts its default executor down
+    finally:
+        release.set()
+        executor.shutdown()
+
+
+def test_a_task_that_submits_to_a_full_lane_and_waits_for_it_does_not_deadlock() -> None:
+    """The protection kept: a submit from a task is admitted past the bound."""
+
+    async def main(executor: PriorityExecutor) -> None:
+        lane = executor.lane("requests", max_waiting=1)
+
+        def parent(n: int) -> int:
+            return lane.submit(abs, -n).result(TIMEOUT)
+
+        assert await asyncio.gather(*(lane.asubmit(parent, n) for n in range(6))) == [*range(6)]
+
+    with PriorityExecutor(2) as executor:
         run(main(executor))
