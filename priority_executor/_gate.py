@@ -89,8 +89,27 @@ def admit(core: Admitting, task: Any, lane: Bounded | None, due_now: bool) -> No
 
     Inside ``deferring()`` (an awaitable submit), a submit that must wait for room does not:
     it leaves its ``Admission`` there, for the coroutine to wait and go on with."""
+    in_lane = None if lane is None else lane.gate
+    gate = core.gate
+    # The gates it has yet to pass, last first, and those it holds room in.
+    if in_lane is not None and not in_lane.take_room():
+        left, held = [gate, in_lane] if gate is not None else [in_lane], []
+    elif gate is not None and not gate.take_room():
+        left, held = [gate], [] if in_lane is None else [in_lane]
+    else:
+        # Room in each, the common case: nothing more to make or to look up.
+        try:
+            core.add(task, due_now, admitted=True)
+        finally:
+            # Counted as waiting by now (or refused, or failed, or started): the room it
+            # held is its task's, or another submit's.
+            if gate is not None:
+                gate.entered()
+            if in_lane is not None:
+                in_lane.entered()
+        return
     deferred = _deferred.__dict__.pop("deferring", False)
-    admission = Admission(core, task, lane, due_now, deferred)
+    admission = Admission(core, task, lane, due_now, deferred, left, held)
     gate = admission.advance(None)
     while gate is not None:
         if admission.deferred:
@@ -133,7 +152,14 @@ class Admission:
     __slots__ = ("_gates", "_held", "core", "deferred", "due_now", "lane", "task")
 
     def __init__(
-        self, core: Admitting, task: Any, lane: Bounded | None, due_now: bool, deferred: bool
+        self,
+        core: Admitting,
+        task: Any,
+        lane: Bounded | None,
+        due_now: bool,
+        deferred: bool,
+        gates: list[Gate],
+        held: list[Gate],
     ) -> None:
         self.core = core
         self.task = task
@@ -141,10 +167,8 @@ class Admission:
         self.due_now = due_now
         # Whether it is an awaitable submit's, which waits for room in its coroutine.
         self.deferred = deferred
-        # Last to pass first: pop() gives the next gate.
-        in_lane = None if lane is None else lane.gate
-        self._gates = [gate for gate in (core.gate, in_lane) if gate is not None]
-        self._held: list[Gate] = []  # the gates whose room it holds until its task is queued
+        self._gates = gates  # those it has yet to pass, the next last (pop() gives it)
+        self._held = held  # those whose room it holds until its task is queued
 
     def advance(self, took: Gate | None) -> Gate | None:
         """Take room in each gate left, and queue the task once through all of them; or
