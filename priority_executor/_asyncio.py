@@ -6,17 +6,20 @@ room instead: it listens on the gate (``Gate.listen()``), whose ``wake()``, in w
 thread frees room, hands the wake-up to the loop with ``call_soon_threadsafe()``. Nothing
 polls, and the loop runs its other callbacks meanwhile.
 
-Once its task is queued, the coroutine waits for the task's future the same way, without
-``asyncio.wrap_future()``: that turns any cancelled future into a bare ``CancelledError``,
-which reads as the coroutine's own cancellation. Here the one ``CancelledError`` the
-coroutine sees is its own; the task's outcome is ``future.result()``: its value, its
-exception, ``Expired`` for a task that expired, or ``concurrent.futures.CancelledError``
-(an ``Exception``, not asyncio's) for a task that shutdown or ``_work_queue`` cancelled.
+``asubmit()`` submits at the call, as ``run_in_executor()`` does, and returns an asyncio
+future of the outcome (a task only when the submit must wait for room): no coroutine is
+made for a submit that finds room. That future is not ``asyncio.wrap_future()``'s, which
+turns any cancelled future into a bare ``CancelledError``, read as the awaiting
+coroutine's own cancellation: it completes with ``future.result()``, the task's value,
+its exception, ``Expired`` for a task that expired, or ``concurrent.futures.CancelledError``
+(an ``Exception``, not asyncio's) for a task that shutdown or ``_work_queue`` cancelled. So
+the one asyncio ``CancelledError`` a coroutine sees is its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections import deque
@@ -35,17 +38,17 @@ def _set_done(waiter: asyncio.Future[None]) -> None:
 
 
 class _Waker(Listener):
-    """A coroutine's wait for room in a gate, or for a future: ``woken()`` in any thread
-    completes ``waiter`` in the loop's."""
+    """A coroutine's wait for room in a gate: ``woken()`` in any thread completes
+    ``waiter`` in the loop's."""
 
     __slots__ = ("loop", "waiter")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
+        self.listening = False
         self.loop = loop
         self.waiter: asyncio.Future[None] = loop.create_future()
 
-    def woken(self, _: object = None) -> bool:
+    def woken(self) -> bool:
         try:
             self.loop.call_soon_threadsafe(_set_done, self.waiter)
         except RuntimeError:  # its loop is closed: its coroutine will never look again
@@ -53,23 +56,42 @@ class _Waker(Listener):
         return True
 
 
+def submit(schedule: Callable[[], Future[T]]) -> asyncio.Future[T]:
+    """``schedule()``, a submit made now in the loop's thread, as an asyncio future of its
+    outcome (see ``outcome()``). One that must wait for room waits in a task of its own,
+    which this returns: cancelled while it waits, it queues nothing and gives back the
+    room it held. A submit that raises (bad input, shutdown, ``QueueFull``) raises here."""
+    loop = asyncio.get_running_loop()
+    future, admission = deferring(schedule)
+    if admission is None:
+        return outcome(loop, future)
+
+    async def once_admitted() -> T:
+        await admitted(admission)
+        return await outcome(loop, future)
+
+    return loop.create_task(once_admitted())
+
+
 async def submitted(schedule: Callable[[], Future[T]]) -> Future[T]:
-    """The future of ``schedule()``, a submit made in the loop's thread, once its task is
-    queued: after waiting for room under ``max_waiting``, if it must, in this coroutine.
-    Cancelled while it waits, nothing is queued, and the room it held is given back."""
-    with deferring() as left:
-        future = schedule()
-    if left:
-        admission = left[0]
-        gate = admission.blocked_at()
-        while gate is not None:
-            try:
-                await _take_room(admission, gate)
-            except BaseException:
-                admission.release()
-                raise
-            gate = admission.advance(gate)
+    """The future of ``schedule()``, once its task is queued: after waiting for room under
+    ``max_waiting``, if it must, in this coroutine."""
+    future, admission = deferring(schedule)
+    if admission is not None:
+        await admitted(admission)
     return future
+
+
+async def admitted(admission: Admission) -> None:
+    """Return once ``admission``, left undone for want of room, has queued its task."""
+    gate = admission.blocked_at()
+    while gate is not None:
+        try:
+            await _take_room(admission, gate)
+        except BaseException:
+            admission.release()
+            raise
+        gate = admission.advance(gate)
 
 
 async def _take_room(admission: Admission, gate: Gate) -> None:
@@ -107,20 +129,56 @@ async def _take_room(admission: Admission, gate: Gate) -> None:
         gate.unlisten(waker)
 
 
-async def outcome(future: Future[T]) -> T:
-    """What ``future`` gives, once done, awaited without blocking the loop. Cancelled
-    meanwhile, this cancels the future: a task that has not started never does."""
-    waker = _Waker(asyncio.get_running_loop())
-    future.add_done_callback(waker.woken)
-    try:
-        await waker.waiter
-    except asyncio.CancelledError:
-        future.cancel()
-        raise
-    try:
-        return future.result()
-    finally:
-        del future  # its exception's traceback holds this frame: no cycle
+def outcome(loop: asyncio.AbstractEventLoop, future: Future[T]) -> asyncio.Future[T]:
+    """An asyncio future that completes as ``future`` does, in ``loop``'s thread, with what
+    ``future.result()`` gives (asyncio's ``wrap_future()`` would turn any cancelled future
+    into a bare ``CancelledError``). Cancelled first, it cancels ``future`` at once: a task
+    that has not started never does."""
+    waiter = _Outcome(loop, future)
+    future.add_done_callback(functools.partial(_copy_soon, loop, waiter))
+    return waiter
+
+
+class _Outcome(asyncio.Future[T]):
+    """The asyncio future of a task's outcome: its ``cancel()``, which a coroutine's
+    cancellation calls on the future it awaits, cancels the task's future too, in the same
+    step (a done-callback would, one turn of the loop later: a worker might start the task
+    meanwhile)."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, source: Future[T]) -> None:
+        super().__init__(loop=loop)
+        self._source: Future[T] | None = source
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        source = self._source
+        if not super().cancel(msg):
+            return False
+        self._source = None
+        if source is not None:
+            source.cancel()
+        return True
+
+    def _copy(self, future: Future[T]) -> None:
+        """In the loop's thread: complete with what ``future``, done, gives."""
+        if self.done():  # cancelled
+            return
+        self._source = None  # no cycle through future's callbacks
+        try:
+            result = future.result()
+        except BaseException as exc:  # its own: Expired, concurrent.futures' CancelledError, ...
+            self.set_exception(exc)
+        else:
+            self.set_result(result)
+        finally:
+            del future  # its exception's traceback holds this frame: no cycle
+
+
+def _copy_soon(loop: asyncio.AbstractEventLoop, waiter: _Outcome[T], future: Future[T]) -> None:
+    """In the thread that completed ``future``: copy its outcome in ``loop``'s."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: no one awaits the waiter
+        loop.call_soon_threadsafe(waiter._copy, future)
 
 
 async def results(
@@ -170,7 +228,7 @@ async def results(
                 await fed.wait()
                 continue
             future = pending[0]
-            result = await outcome(future)
+            result = await outcome(loop, future)
             pending.popleft()
             if room is not None:
                 room.release()

@@ -18,18 +18,18 @@ in both, its lane's first (see ``admit()``, the scheduler's one call into this m
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from . import _threads
 from ._arguments import check_int, seconds
+
+T = TypeVar("T")
 
 
 class QueueFull(queue.Full):
@@ -128,21 +128,17 @@ def admit(core: Admitting, task: Any, lane: Bounded | None, due_now: bool) -> No
 _deferred = threading.local()
 
 
-@contextlib.contextmanager
-def deferring() -> Iterator[list[Admission]]:
-    """Within it, the calling thread's next admission that must wait for room is left
-    for the caller, in the list this yields once the block ends (its task is not queued
-    until ``Admission.advance()`` has passed every gate)."""
-    left: list[Admission] = []
-    _deferred.deferring = True
+def deferring(schedule: Callable[[], T]) -> tuple[T, Admission | None]:
+    """``schedule()``, a submit whose admission, if it must wait for room, is left undone
+    and returned with its result (its task is not queued until ``Admission.advance()``
+    has passed every gate)."""
+    local = _deferred.__dict__
+    local["deferring"] = True
     try:
-        yield left
+        return schedule(), local.pop("admission", None)
     finally:
         # Taken back, whether admit() ran or not (no bound, or bad input before it).
-        _deferred.__dict__.pop("deferring", None)
-        admission = _deferred.__dict__.pop("admission", None)
-        if admission is not None:
-            left.append(admission)
+        local.pop("deferring", None)
 
 
 class Admission:

@@ -14,13 +14,16 @@ from concurrent import futures
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any, Callable, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
 from ._arguments import check_callable, check_priority
 from ._calendar import Schedule
 from ._options import Options
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -274,10 +277,12 @@ class Executor(futures.Executor):
     # -- awaitable submits (see _asyncio) ---------------------------------------------------
     # Typed as submit() and map() are, for the same reasons (see above).
     @overload
-    async def asubmit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+    def asubmit(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> asyncio.Future[T]: ...
 
     @overload
-    async def asubmit(
+    def asubmit(
         self,
         fn: Callable[[Unpack[Ts]], T],
         /,
@@ -286,9 +291,9 @@ class Executor(futures.Executor):
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         expires: float | timedelta | datetime | None = None,
-    ) -> T: ...
+    ) -> asyncio.Future[T]: ...
 
-    async def asubmit(  # type: ignore[misc]
+    def asubmit(  # type: ignore[misc]
         self,
         fn: Callable[..., T],
         /,
@@ -298,18 +303,18 @@ class Executor(futures.Executor):
         run_at: datetime | None = None,
         expires: float | timedelta | datetime | None = None,
         **kwargs: object,
-    ) -> T:
-        """``submit()``, awaited in a coroutine: wait for room under ``max_waiting``
-        without blocking the event loop, then for the task; return its result, or raise
-        its exception (``Expired`` if it did not start by its deadline). Cancelling the
-        coroutine cancels the task if it has not started (or drops the submit, while it
-        waits for room); a task that runs goes on, as with ``run_in_executor()``."""
+    ) -> asyncio.Future[T]:
+        """``submit()`` for a coroutine, called in its event loop: an asyncio future of the
+        task's result (or exception: ``Expired`` if it did not start by its deadline). A
+        submit that finds no room under ``max_waiting`` waits for it in a task of its own,
+        never blocking the loop. Cancelling the future (or the coroutine that awaits it)
+        cancels the task if it has not started (or drops the submit, while it waits for
+        room); a task that runs goes on, as with ``run_in_executor()``."""
         from . import _asyncio
 
-        schedule = functools.partial(
-            self._schedule, fn, args, kwargs, priority, delay, run_at, expires
+        return _asyncio.submit(
+            functools.partial(self._schedule, fn, args, kwargs, priority, delay, run_at, expires)
         )
-        return await _asyncio.outcome(await _asyncio.submitted(schedule))
 
     @overload
     def amap(

@@ -11,6 +11,7 @@ so a call that stops being an error fails the check, as does a failed ``assert_t
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -226,7 +227,8 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
 
 
 async def awaited(ex: PriorityExecutor, lane: Lane) -> None:
-    # Awaitable submits: typed as submit() and map(), with the result in place of a future.
+    # Awaitable submits: typed as submit() and map(), with an asyncio future.
+    assert_type(ex.asubmit(f, 1), asyncio.Future[int])
     assert_type(await ex.asubmit(f, 1), int)
     assert_type(await ex.asubmit(g, 1, label="a"), str)
     assert_type(await ex.asubmit(f, 1, priority=Priority.HIGH, delay=1, expires=5), int)
