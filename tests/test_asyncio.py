@@ -604,3 +604,115 @@ def test_a_task_that_submits_to_a_full_lane_and_waits_for_it_does_not_deadlock()
 
     with PriorityExecutor(2) as executor:
         run(main(executor))
+
+
+# -- at the call ----------------------------------------------------------------------------
+
+
+def test_asubmit_submits_at_the_call_and_bad_input_raises_there() -> None:
+    async def main(executor: PriorityExecutor) -> None:
+        with pytest.raises(TypeError, match="callable"):
+            executor.asubmit(42)  # type: ignore[call-overload]
+        with pytest.raises(TypeError, match="priority"):
+            executor.asubmit(abs, -1, priority=True)
+        with pytest.raises(ValueError, match="delay"):
+            executor.asubmit(abs, -1, delay=-1)
+        assert executor.stats() == PriorityExecutor(1).stats()  # nothing queued
+        reply = executor.asubmit(abs, -1, delay=1)  # queued now, awaited or not
+        assert executor.stats().scheduled == 1
+        reply.cancel()
+        assert executor.stats().cancelled == 1
+
+    with PriorityExecutor(1, clock=ManualClock()) as executor:
+        run(main(executor))
+        executor.shutdown()
+        with pytest.raises(RuntimeError, match="no running event loop"):
+            executor.asubmit(abs, -1)
+
+
+def test_after_shutdown_asubmit_raises_runtime_error_at_the_call() -> None:
+    async def main(executor: PriorityExecutor) -> None:
+        executor.shutdown()
+        with pytest.raises(RuntimeError, match="shutdown"):
+            executor.asubmit(abs, -1)
+
+    run(main(PriorityExecutor(1)))
+
+
+@pytest.mark.skipif(not hasattr(asyncio, "TaskGroup"), reason="asyncio.TaskGroup is 3.11+")
+def test_an_expired_child_fails_its_task_group_instead_of_passing_for_a_cancellation() -> None:
+    clock = ManualClock()
+
+    async def main(executor: PriorityExecutor) -> None:
+        with pytest.raises(Exception) as caught:  # an ExceptionGroup (not a name on 3.9)
+            async with asyncio.TaskGroup() as group:  # type: ignore[attr-defined]
+                group.create_task(awaited(executor.asubmit(print, "stale", delay=1, expires=2)))
+                await asyncio.sleep(0)
+                clock.advance(2)
+        assert [type(exc) for exc in caught.value.exceptions] == [Expired]  # type: ignore[attr-defined]
+
+    async def awaited(future: Awaitable[T]) -> T:
+        return await future
+
+    with PriorityExecutor(1, clock=clock) as executor:
+        run(main(executor))
+
+
+# -- recipes --------------------------------------------------------------------------------
+
+
+def test_asgirefs_sync_to_async_runs_in_a_lane_within_its_limits() -> None:
+    sync = pytest.importorskip("asgiref.sync")
+    lock = threading.Lock()
+    running, most = 0, 0
+
+    def query(n: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.005)
+        with lock:
+            running -= 1
+        return n
+
+    async def main(executor: PriorityExecutor) -> None:
+        database = executor.lane("database", max_running=2)
+        run_query = sync.sync_to_async(query, thread_sensitive=False, executor=database)
+        assert await asyncio.gather(*(run_query(n) for n in range(12))) == [*range(12)]
+        assert database.stats().completed == 12
+
+    with PriorityExecutor(4) as executor:
+        run(main(executor))
+    assert most == 2
+
+
+def test_run_in_executor_takes_a_lanes_priority_per_request() -> None:
+    order: list[str] = []
+
+    async def main(executor: PriorityExecutor) -> None:
+        loop = asyncio.get_running_loop()
+        urgent = executor.lane("urgent", priority=10)
+        with blocked_worker(executor) as (release, _):
+            batch = [loop.run_in_executor(executor, order.append, f"batch {n}") for n in range(3)]
+            login = loop.run_in_executor(urgent, order.append, "login")
+            await until(lambda: executor.stats().ready == 4, "every request to wait")
+            release.set()
+            await asyncio.gather(*batch, login)
+        assert order[0] == "login"
+
+    with PriorityExecutor(1) as executor:
+        run(main(executor))
+
+
+def test_as_the_loops_default_executor_it_runs_to_thread() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        executor = PriorityExecutor(2, thread_name_prefix="default")
+        loop.set_default_executor(executor)
+        assert await asyncio.to_thread(lambda: threading.current_thread().name.split("_")[0]) == (
+            "default"
+        )
+        assert executor.stats().completed == 1
+
+    run(main())
