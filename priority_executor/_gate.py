@@ -10,7 +10,9 @@ as it claims one; and ``entering``, one entry per submit let through whose task 
 queued yet. A submitter that finds no room parks on a
 condition of its own until room may have come (``wake()``, applied after the scheduler's lock
 is released, as every effect is): so the gate's lock is never taken with the scheduler's
-held, and a parked submit costs no CPU.
+held, and a parked submit costs no CPU. A submit from an event loop's thread cannot park
+(the loop would stop): an awaitable one (see ``_asyncio``) leaves its admission undone
+(``deferring()``) and waits in its coroutine, as a listener that ``wake()`` calls back.
 
 An executor has a gate if it has ``max_waiting``, and so has a lane: a lane's task needs room
 in both, its lane's first (see ``admit()``, the scheduler's one call into this module).
