@@ -442,6 +442,33 @@ def test_room_freed_by_workers_while_many_submits_register_reaches_every_one() -
         run(main(executor))
 
 
+def test_a_wake_up_for_a_loop_that_closed_goes_on_to_the_next_waiting_submit() -> None:
+    """A loop closed while a submit of its own waited for room can be told nothing: the
+    wake-up meant for that submit passes to the next one."""
+    left: list[asyncio.Future[int]] = []
+    executor = PriorityExecutor(1, max_waiting=1)
+    with executor, blocked_worker(executor) as (release, _):
+        holder = executor.submit(abs, -1)
+        closed = asyncio.new_event_loop()
+
+        async def leave_waiting() -> None:
+            left.append(executor.asubmit(abs, -2))
+            await until(lambda: blocked_in(executor) == 1, "the first submit to wait")
+
+        closed.run_until_complete(leave_waiting())
+        closed.close()  # its submit still listens
+
+        async def main() -> int:
+            second = executor.asubmit(abs, -3)
+            await until(lambda: blocked_in(executor) == 2, "the second submit to wait")
+            holder.cancel()  # room for one: its wake-up finds the closed loop's first
+            await until(lambda: executor.stats().ready == 1, "the second to go in")
+            release.set()
+            return await second
+
+        assert run(main()) == 3
+
+
 # -- amap -----------------------------------------------------------------------------------
 
 
