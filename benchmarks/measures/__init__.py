@@ -1,4 +1,4 @@
-"""The twenty-six measures, in the order they run and are reported.
+"""The twenty-seven measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -183,6 +183,16 @@ MEASURES = (
         "awaited no-ops from coroutines, 1,000 at once",
         awaitable.run_throughput,
         awaitable.judge_throughput,
+        awaitable.throughput_view,
+        group="asyncio",
+    ),
+    Measure(
+        27,
+        "asyncio-loop-cpu",
+        "the loop's CPU per awaited no-op, 1,000 at once",
+        awaitable.run_throughput,
+        awaitable.judge_loop_cpu,
+        awaitable.loop_cpu_view,
         group="asyncio",
     ),
 )

@@ -7,7 +7,8 @@ executor (a ``ThreadPoolExecutor`` too). Also ``run_in_executor`` on a PriorityE
 - Round trip (25): one call at a time, from the await to the result back in the
   coroutine: a worker's wake-up, and the loop's (``call_soon_threadsafe``), p50 and p99.
 - Throughput (26): ``sizes.throughput_tasks`` calls, ``IN_FLIGHT`` of them awaited at
-  once, from the first to the last result.
+  once, from the first to the last result; and (27), from the same runs, the CPU time
+  the loop's thread spent per call.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ IN_FLIGHT = 1000
 TO_THREAD = "to_thread"
 PE_RUN_IN_EXECUTOR = "PE run_in_executor"
 PERCENTILES = (50, 99)
+LOOP_CPU = "loop CPU per call"
 T = TypeVar("T")
 
 Call = Callable[[], Awaitable[Any]]
@@ -128,17 +130,52 @@ def run_throughput(sizes: Sizes, progress: Progress) -> Measurement:
     ]
     figures, notes = interleave(trials, sizes.repetitions, progress)
     note = f"{tasks:,} calls, {IN_FLIGHT:,} awaited at once, {WORKERS} workers"
-    return Measurement("tasks/s", figures, [note, *notes], {"tasks": tasks})
+    return Measurement("", figures, [note, *notes], {"tasks": tasks})
 
 
 def throughput(make: Make, tasks: int) -> dict[str, float]:
-    async def body(call: Call) -> float:
-        began = time.perf_counter()
+    """Tasks/s, and µs of the loop thread's CPU per call: what a submit and its result
+    cost the loop, which the wall clock of a busy machine hides."""
+
+    async def body(call: Call) -> dict[str, float]:
+        began, cpu = time.perf_counter(), time.thread_time()
         for start in range(0, tasks, IN_FLIGHT):
             await asyncio.gather(*(call() for _ in range(min(IN_FLIGHT, tasks - start))))
-        return tasks / (time.perf_counter() - began)
+        return {
+            "throughput": tasks / (time.perf_counter() - began),
+            LOOP_CPU: (time.thread_time() - cpu) / tasks * 1e6,
+        }
 
-    return {"throughput": on_loop(make, body)}
+    return on_loop(make, body)
+
+
+def throughput_view(measurement: Measurement) -> Measurement:
+    """Measure 26: the throughput."""
+    return only(measurement, "throughput", "tasks/s")
+
+
+def loop_cpu_view(measurement: Measurement) -> Measurement:
+    """Measure 27: the loop thread's CPU per call, from the same runs."""
+    return only(measurement, LOOP_CPU, "µs")
+
+
+def only(measurement: Measurement, variant: str, unit: str) -> Measurement:
+    samples = {variant: measurement.samples[variant]} if variant in measurement.samples else {}
+    return Measurement(unit, samples, measurement.notes, measurement.parameters)
+
+
+def judge_loop_cpu(measurement: Measurement) -> list[Row]:
+    """``asubmit()`` must cost the loop no more than ``run_in_executor`` on a TPE."""
+    return [
+        anchor_row(
+            measurement,
+            LOOP_CPU,
+            label=LOOP_CPU,
+            baseline=TPE,
+            target="PE <= TPE",
+            verdict=lambda medians: medians[PE] <= medians[TPE],
+        )
+    ]
 
 
 def judge_throughput(measurement: Measurement) -> list[Row]:
