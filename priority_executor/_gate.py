@@ -91,6 +91,8 @@ def admit(core: Admitting, task: Any, lane: Bounded | None, due_now: bool) -> No
 
     Inside ``deferring()`` (an awaitable submit), a submit that must wait for room does not:
     it leaves its ``Admission`` there, for the coroutine to wait and go on with."""
+    # Taken at once: a submit that core.add() makes (a policy's, say) is not this one.
+    deferred = _deferred.__dict__.pop("deferring", False)
     in_lane = None if lane is None else lane.gate
     gate = core.gate
     # The gates it has yet to pass, last first, and those it holds room in.
@@ -110,7 +112,6 @@ def admit(core: Admitting, task: Any, lane: Bounded | None, due_now: bool) -> No
             if in_lane is not None:
                 in_lane.entered()
         return
-    deferred = _deferred.__dict__.pop("deferring", False)
     admission = Admission(core, task, lane, due_now, deferred, left, held)
     gate = admission.advance(None)
     while gate is not None:
