@@ -618,19 +618,37 @@ def test_to_thread_of_a_submit_goes_past_the_bound_on_the_default_executor_and_a
         executor.shutdown()
 
 
-def test_a_task_that_submits_to_a_full_lane_and_waits_for_it_does_not_deadlock() -> None:
-    """The protection kept: a submit from a task is admitted past the bound."""
+def test_a_task_that_submits_to_a_full_lane_is_let_through_while_the_loop_waits_for_room() -> None:
+    """The protection kept: a task's submit never waits for room (it would hold a worker,
+    which makes room), while asubmit() from the loop waits for it."""
+    release = threading.Event()
 
     async def main(executor: PriorityExecutor) -> None:
-        lane = executor.lane("requests", max_waiting=1)
+        requests = executor.lane("requests", max_running=1, max_waiting=1)
+        blocker = requests.asubmit(release.wait, TIMEOUT)
+        await until(lambda: requests.stats().running == 1, "the lane's task to run")
+        filler = requests.asubmit(abs, -1)  # waits to start: the lane is full
+        waiting = requests.asubmit(abs, -2)
+        await until(lambda: blocked_in(requests) == 1, "the loop's submit to wait for room")
 
-        def parent(n: int) -> int:
-            return lane.submit(abs, -n).result(TIMEOUT)
+        def parent() -> Future[int]:
+            return requests.submit(abs, -3)  # from a worker, past the full lane
 
-        assert await asyncio.gather(*(lane.asubmit(parent, n) for n in range(6))) == [*range(6)]
+        child = await executor.asubmit(parent)
+        assert requests.stats().throttled == 2 and blocked_in(requests) == 1
+        release.set()
+        assert await asyncio.gather(blocker, filler, waiting, asyncio.wrap_future(child)) == [
+            True,
+            1,
+            2,
+            3,
+        ]
 
-    with PriorityExecutor(2) as executor:
-        run(main(executor))
+    try:
+        with PriorityExecutor(2) as executor:
+            run(main(executor))
+    finally:
+        release.set()
 
 
 # -- at the call ----------------------------------------------------------------------------
