@@ -11,7 +11,7 @@ Modules, one idea each:
 - ``pools`` and ``schedulers``: the contenders (anchors) for immediate and delayed work.
 - ``busywork``: the CPU-bound task, which other processes import by name.
 - ``runner``: interleaved repetitions, progress lines, soft failure, memory and GC helpers.
-- ``measures``: the twenty-four measures, each with its target (if it has one).
+- ``measures``: the twenty-seven measures, each with its target (if it has one).
 - ``results``, ``report`` and ``plot``: the figures, the table, the JSON and the PNG.
 - ``profiling``: the no-op throughput measure under cProfile, to tune the hot path.
 """

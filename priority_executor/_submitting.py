@@ -5,15 +5,16 @@ an executor and its lanes share. Each one says, in ``_schedule`` and
 from __future__ import annotations
 
 import abc
+import functools
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent import futures
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any, Callable, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 from typing_extensions import Never, ParamSpec, TypeVarTuple, Unpack
 
@@ -22,6 +23,9 @@ from ._calendar import Schedule
 from ._dependencies import check_upstreams
 from ._options import Options
 from ._runtime import check_time_limit
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -257,14 +261,7 @@ class Executor(futures.Executor):
         On a timeout, or when the iterator is closed or collected once iterated, the calls not
         yet returned are cancelled. Calls of an iterator never iterated run, as in Python's.
         """
-        check_callable(fn)
-        if priority is not None:
-            check_priority(priority)
-        # Python 3.14's checks and messages, to the letter (a bool is an int to them).
-        if buffersize is not None and not isinstance(buffersize, int):
-            raise TypeError("buffersize must be an integer or None")
-        if buffersize is not None and buffersize < 1:
-            raise ValueError("buffersize must be None or > 0")
+        _check_map(fn, buffersize, priority)
         end_time = None if timeout is None else timeout + time.monotonic()
         calls = zip(*iterables)
 
@@ -299,6 +296,132 @@ class Executor(futures.Executor):
                     future.cancel()
 
         return results()
+
+    # -- awaitable submits (see _asyncio) ---------------------------------------------------
+    # Typed as submit() and map() are, for the same reasons (see above).
+    @overload
+    def asubmit(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> asyncio.Future[T]: ...
+
+    @overload
+    def asubmit(
+        self,
+        fn: Callable[[Unpack[Ts]], T],
+        /,
+        *args: Unpack[Ts],
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> asyncio.Future[T]: ...
+
+    def asubmit(  # type: ignore[misc]
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: object,
+        priority: int | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        expires: float | timedelta | datetime | None = None,
+        **kwargs: object,
+    ) -> asyncio.Future[T]:
+        """``submit()`` for a coroutine, called in its event loop: an asyncio future of the
+        task's result (or exception: ``Expired`` if it did not start by its deadline). A
+        submit that finds no room under ``max_waiting`` waits for it in a task of its own,
+        never blocking the loop. Cancelling the future (or the coroutine that awaits it)
+        cancels the task if it has not started (or drops the submit, while it waits for
+        room); a task that runs goes on, as with ``run_in_executor()``."""
+        from . import _asyncio
+
+        return _asyncio.submit(
+            functools.partial(self._schedule, fn, args, kwargs, priority, delay, run_at, expires)
+        )
+
+    @overload
+    def amap(
+        self,
+        fn: Callable[[A], T],
+        iterable: Iterable[A],
+        /,
+        *,
+        buffersize: int | None = None,
+        priority: int | None = None,
+    ) -> AsyncIterator[T]: ...
+
+    @overload
+    def amap(
+        self,
+        fn: Callable[[A, B], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        /,
+        *,
+        buffersize: int | None = None,
+        priority: int | None = None,
+    ) -> AsyncIterator[T]: ...
+
+    @overload
+    def amap(
+        self,
+        fn: Callable[[A, B, C], T],
+        iterable1: Iterable[A],
+        iterable2: Iterable[B],
+        iterable3: Iterable[C],
+        /,
+        *,
+        buffersize: int | None = None,
+        priority: int | None = None,
+    ) -> AsyncIterator[T]: ...
+
+    @overload
+    def amap(
+        self,
+        fn: Callable[..., T],
+        iterable1: Iterable[Any],
+        iterable2: Iterable[Any],
+        iterable3: Iterable[Any],
+        iterable4: Iterable[Any],
+        /,
+        *iterables: Iterable[Any],
+        buffersize: int | None = None,
+        priority: int | None = None,
+    ) -> AsyncIterator[T]: ...
+
+    def amap(
+        self,
+        fn: Callable[..., T],
+        *iterables: Iterable[Any],
+        buffersize: int | None = None,
+        priority: int | None = None,
+    ) -> AsyncIterator[T]:
+        """``map()`` for ``async for``: the results in input order, each as soon as it and
+        those before it are done. The calls are submitted as the iteration begins, one after
+        the other, each waiting for room under ``max_waiting`` without blocking the loop;
+        with ``buffersize``, at most that many submitted and not yet yielded. A failed call,
+        or a submit that raises, ends the iteration with its exception; once it ends early
+        (an exception, ``break``, a cancelled coroutine), the calls not yet yielded are
+        cancelled."""
+        from . import _asyncio
+
+        _check_map(fn, buffersize, priority)
+
+        def schedule(args: tuple[Any, ...]) -> Future[T]:
+            return self._schedule(fn, args, {}, priority, None, None, None)
+
+        return _asyncio.results(schedule, zip(*iterables), buffersize)
+
+
+def _check_map(fn: object, buffersize: object, priority: object) -> None:
+    check_callable(fn)
+    if priority is not None:
+        check_priority(priority)
+    # Python 3.14's checks and messages, to the letter (a bool is an int to them).
+    if buffersize is not None and not isinstance(buffersize, int):
+        raise TypeError("buffersize must be an integer or None")
+    if buffersize is not None and buffersize < 1:
+        raise ValueError("buffersize must be None or > 0")
 
 
 def _result_or_cancel(future: Future[T], timeout: float | None) -> T:

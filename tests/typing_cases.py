@@ -11,8 +11,9 @@ so a call that stops being an error fails the check, as does a failed ``assert_t
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Literal, Optional, TypeVar
@@ -300,3 +301,22 @@ def smooth_rates(ex: PriorityExecutor) -> None:
     Smooth(1.5)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(fair_share="time")
     PriorityExecutor(fair_share="workers")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+async def awaited(ex: PriorityExecutor, lane: Lane) -> None:
+    # Awaitable submits: typed as submit() and map(), with an asyncio future.
+    assert_type(ex.asubmit(f, 1), asyncio.Future[int])
+    assert_type(await ex.asubmit(f, 1), int)
+    assert_type(await ex.asubmit(g, 1, label="a"), str)
+    assert_type(await ex.asubmit(f, 1, priority=Priority.HIGH, delay=1, expires=5), int)
+    assert_type(await lane.asubmit(h), None)
+    assert_type(await ex.options().asubmit(functools.partial(g, label="a"), 1, priority=1), str)
+    assert_type(ex.amap(f, [1, 2]), AsyncIterator[int])
+    assert_type(lane.amap(add, [1], [2.5], buffersize=2, priority=1), AsyncIterator[float])
+    assert_type([x async for x in lane.options().amap(between, [1], [2.5], [3])], list[bool])
+
+    await ex.asubmit(f, "a")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType, reportCallIssue]
+    await ex.asubmit(g, 1, label="a", priority=1)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    await lane.asubmit(f, 1, priority="high")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    ex.amap(f, ["a"])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.amap(f, [1], buffersize=2.5)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]

@@ -1,4 +1,4 @@
-"""The twenty-four measures, in the order they run and are reported.
+"""The twenty-seven measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -16,6 +16,7 @@ from typing import Callable
 
 from benchmarks.config import Sizes
 from benchmarks.measures import (
+    awaitable,
     backpressure,
     calendar,
     cancellation,
@@ -167,6 +168,32 @@ MEASURES = (
         calendar.run_lateness,
         calendar.judge_lateness,
         group="calendar",
+    ),
+    Measure(
+        25,
+        "asyncio-round-trip",
+        "an awaited no-op from a coroutine, one at a time",
+        awaitable.run_round_trip,
+        awaitable.judge_round_trip,
+        group="asyncio",
+    ),
+    Measure(
+        26,
+        "asyncio-throughput",
+        "awaited no-ops from coroutines, 1,000 at once",
+        awaitable.run_throughput,
+        awaitable.judge_throughput,
+        awaitable.throughput_view,
+        group="asyncio",
+    ),
+    Measure(
+        27,
+        "asyncio-loop-cpu",
+        "the loop's CPU per awaited no-op, 1,000 at once",
+        awaitable.run_throughput,
+        awaitable.judge_loop_cpu,
+        awaitable.loop_cpu_view,
+        group="asyncio",
     ),
 )
 
