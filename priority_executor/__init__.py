@@ -2,6 +2,7 @@
 deadlines, recurring tasks, lanes and retries."""
 
 from ._calendar import Cron, Schedule
+from ._events import Event, Subscription, Timings, timings
 from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
@@ -15,6 +16,7 @@ __all__ = [
     "Aging",
     "Cron",
     "EarliestDeadlineFirst",
+    "Event",
     "ExecutorStats",
     "Expired",
     "Fifo",
@@ -26,7 +28,10 @@ __all__ = [
     "QueueFull",
     "Retry",
     "Schedule",
+    "Subscription",
     "TaskInfo",
+    "Timings",
     "WaitingTask",
+    "timings",
 ]
 __version__ = "0.1.0"

@@ -33,6 +33,8 @@ from ._task import (
 
 if TYPE_CHECKING:
     from ._effects import Effects
+    from ._events import Observer
+    from ._gate import Gate
     from ._options import Options
 
 
@@ -47,6 +49,7 @@ class Extension:
         "error",
         "expiry",
         "lane",
+        "observer",
         "options",
         "recurrence",
         "retry",
@@ -62,8 +65,10 @@ class Extension:
         recurrence: Recurrence | Calendar | None,
         wall_due: float | None = None,
         options: Options | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.deadline = deadline
+        self.observer = observer  # if it is observed: told of each move (see _events)
         self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
@@ -114,6 +119,8 @@ class Extension:
                 core.alarm_died()
         if self.lane is not None:
             self.lane.moved(task, was, state, core, effects)
+        if self.observer is not None:
+            self.observer.moved(task, was, state, self.attempt, self.error)
 
     def hold(self, entry: tuple[Any, ...], core: Core, effects: Effects) -> None:
         self.lane.hold(entry, core, effects)  # type: ignore[union-attr]  # only a lane's
@@ -170,7 +177,13 @@ class Extension:
 
     def copy(self, task: Task) -> Extension:
         new = Extension(
-            self.deadline, self.lane, self.retry, self.recurrence, self.wall_due, self.options
+            self.deadline,
+            self.lane,
+            self.retry,
+            self.recurrence,
+            self.wall_due,
+            self.options,
+            self.observer,  # the same task, for its events and timings
         )
         new.attempt = self.attempt
         new.error = self.error
@@ -178,7 +191,31 @@ class Extension:
 
     def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> None:
         """Run the claimed task in a worker (see ``_task.run``); a lane's as its lane does."""
+        if self.observer is not None:
+            tally = self.observer.running(tally)  # it counts the run's end, then the worker
         if self.lane is None:
             run(task, tally, call)
         else:
             self.lane.run(task, tally, call, core)
+
+
+class Observed(Extension):
+    """The extension of an observed (or timed) task that needs no promoter: one with no
+    deadline, retry policy, recurrence or wall-clock time. It is queued through the intake,
+    without the lock, as a lane's task with no other feature is (see ``Hooks.lock_free``):
+    so it answers for its lane as that task's extension, its lane itself, would."""
+
+    __slots__ = ()
+    lock_free = True
+
+    @property
+    def closed(self) -> bool:
+        return self.lane is not None and self.lane.closed
+
+    @property
+    def timed(self) -> bool:
+        return self.lane is not None and self.lane.timed
+
+    @property
+    def gate(self) -> Gate | None:
+        return None if self.lane is None else self.lane.gate

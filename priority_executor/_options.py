@@ -16,4 +16,7 @@ class Options:
     """The options of a view, checked when the view is made (so that a bad one raises at
     the ``options()`` call that gave it), and carried by each task submitted through it."""
 
-    __slots__ = ()
+    __slots__ = ("timings",)
+
+    def __init__(self, *, timings: bool = False) -> None:
+        self.timings = timings  # record each task's timings (see _events.timings)

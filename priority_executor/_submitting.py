@@ -65,10 +65,15 @@ class Executor(futures.Executor):
         options: Options | None = None,
     ) -> Future[None]: ...
 
-    def options(self) -> WithOptions:
+    def options(self, *, timings: bool = False) -> WithOptions:
         """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
-        ``map()`` give each task these options, which ``submit()`` has no keyword for."""
-        return WithOptions(self, Options())
+        ``map()`` give each task these options, which ``submit()`` has no keyword for.
+
+        ``timings``: record each task's timings, which ``timings(future)`` gives once it is
+        done (a task submitted while the executor has a subscriber has them anyway)."""
+        if not isinstance(timings, bool):
+            raise TypeError(f"timings must be a bool, not {type(timings).__name__}")
+        return WithOptions(self, Options(timings=timings))
 
     # The callee's arguments are checked as for ThreadPoolExecutor.submit, through a ParamSpec
     # when no scheduling keyword is given. PEP 612 allows no keyword between *args: P.args
