@@ -414,7 +414,8 @@ class Observer:
 
 class Subscription:
     """What ``subscribe()`` returns: ``close()`` (or the end of a ``with`` block) ends it.
-    Events already on their way to it may still reach it; none made after."""
+    Once ``close()`` has returned, no event reaches it (but one in the callback now),
+    not even one that happened before and was not delivered yet."""
 
     __slots__ = ("_callback", "_close", "lane")
 
