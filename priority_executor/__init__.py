@@ -7,6 +7,7 @@ from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
 from ._lanes import Lane
+from ._otel import record_metrics
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
@@ -32,6 +33,7 @@ __all__ = [
     "TaskInfo",
     "Timings",
     "WaitingTask",
+    "record_metrics",
     "timings",
 ]
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import gc
 import logging
+import sys
 import threading
 import weakref
 from concurrent.futures import CancelledError
@@ -472,3 +473,78 @@ def test_each_tasks_events_are_in_order_under_concurrent_submits_and_cancels() -
     assert len(log.of(Finished)) == 600
     assert not log.of(Dropped)
     assert {type(e) for e in log.events} <= {Submitted, Due, Started, Finished, Expired}
+
+
+# -- OpenTelemetry metrics (the otel extra), with the real SDK ----------------------------
+
+
+def _points(reader: Any) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+    """Each metric's data points, as (attributes, value or histogram count and sum)."""
+    found: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    value = (point.count, point.sum) if hasattr(point, "count") else point.value
+                    found.setdefault(metric.name, []).append((dict(point.attributes), value))
+    return found
+
+
+def test_otel_metrics_with_the_sdks_in_memory_reader() -> None:
+    sdk_metrics = pytest.importorskip("opentelemetry.sdk.metrics")
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    from priority_executor import record_metrics
+
+    reader = export.InMemoryMetricReader()
+    provider = sdk_metrics.MeterProvider(metric_readers=[reader])
+    clock = ManualClock()
+    release = threading.Event()
+    with PriorityExecutor(max_workers=2, clock=clock, max_waiting=2, waiting_timeout=0) as ex:
+        subscription = record_metrics(ex, meter_provider=provider, max_lanes=1)
+        api = ex.lane("api", max_running=1)
+        db = ex.lane("db")
+        first = api.submit(release.wait, TIMEOUT)
+        wait_until(lambda: ex.stats().running == 1, what="the first to run")
+        api.submit(noop)
+        later = ex.submit(noop, delay=5)
+        with pytest.raises(QueueFull):
+            ex.submit(noop)
+        wait_until(lambda: ex.stats().throttled == 1, what="the second held back")
+        during = _points(reader)["priority_executor.tasks"]
+        assert ({"state": "scheduled"}, 1) in during
+        assert ({"state": "running"}, 1) in during
+        assert ({"state": "throttled", "lane": "api"}, 1) in during
+        assert not any(attributes.get("lane") == "db" for attributes, _ in during)  # capped
+        clock.advance(2)
+        release.set()
+        first.result(TIMEOUT)
+        db.submit(fail)
+        later.cancel()
+    subscription.close()
+    points = _points(reader)
+    finished = {tuple(sorted(a.items())): v for a, v in points["priority_executor.tasks.finished"]}
+    assert finished == {
+        (("lane", "api"), ("outcome", "completed")): 2,
+        (("lane", "other"), ("outcome", "failed")): 1,
+        (("outcome", "cancelled"),): 1,
+    }
+    assert points["priority_executor.tasks.rejected"] == [({}, 1)]
+    assert points["priority_executor.tasks.throttled"] == [
+        ({"lane": "api", "limit": "max_running"}, 1)
+    ]
+    waits = dict((a.get("lane"), v) for a, v in points["priority_executor.task.wait.duration"])
+    assert waits["api"] == (2, 2.0)  # the second waited 2 s for the lane's room
+    runs = dict((a.get("lane"), v) for a, v in points["priority_executor.task.run.duration"])
+    assert runs["api"][0] == 2 and runs["other"][0] == 1
+
+
+def test_without_the_otel_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from priority_executor import record_metrics
+
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    with (
+        PriorityExecutor(max_workers=1) as executor,
+        pytest.raises(ModuleNotFoundError, match=r"priority_executor\[otel\]"),
+    ):
+        record_metrics(executor)
