@@ -19,7 +19,20 @@ from typing import Any, Callable, Literal, Optional, TypeVar
 
 from typing_extensions import assert_type
 
-from priority_executor import Cron, ExecutorStats, Fifo, Lane, Priority, PriorityExecutor
+from priority_executor import (
+    Cron,
+    Event,
+    ExecutorStats,
+    Fifo,
+    Lane,
+    Priority,
+    PriorityExecutor,
+    Subscription,
+    Timings,
+    record_metrics,
+    timings,
+)
+from priority_executor.events import Finished, Throttled
 from priority_executor.testing import ManualClock
 
 T = TypeVar("T")
@@ -223,3 +236,29 @@ def rejected(ex: PriorityExecutor, nums: list[int]) -> None:
     PriorityExecutor(backend="thread")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     PriorityExecutor(inherit_context=None)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ManualClock().advance("1")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def events_and_timings(ex: PriorityExecutor) -> None:
+    def on_event(event: Event) -> None:
+        if isinstance(event, Throttled):
+            assert_type(event.limit, Optional[Literal["max_running", "max_starts", "cooldown"]])
+        if isinstance(event, Finished):
+            assert_type(event.outcome, Literal["completed", "failed", "cancelled"])
+
+    subscription = ex.subscribe(on_event)
+    assert_type(subscription, Subscription)
+    with ex.subscribe(print, lane=ex.lane("api")):
+        pass
+    subscription.close()
+    future = ex.options(timings=True).submit(f, 1)
+    found = timings(future)
+    assert_type(found, Optional[Timings])
+    if found is not None:
+        assert_type(found.queue, float)
+        assert_type(found.started, Optional[float])
+    assert_type(record_metrics(ex, max_lanes=5), Subscription)
+
+    ex.subscribe(f)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.subscribe(on_event, lane="api")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.options(timings="yes")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    record_metrics(ex, max_lanes="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
