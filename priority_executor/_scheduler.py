@@ -399,7 +399,8 @@ class Scheduler:
                 push(entry)
                 continue
             counts[INTAKE] += 1  # out of the intake's length, into the counts (see add())
-            if lane.closed and lane is not closing:
+            # Its extension's lane: the lane itself, or an observed task's (see Hooks).
+            if lane.closed and task.ext.lane is not closing:  # type: ignore[union-attr]
                 # Submitted after its lane's shutdown drained the intake, so it saw the
                 # lane closed after the append: its submit is taken back and raises (see
                 # add()). It must not start meanwhile: the lane's shutdown(wait=True)
