@@ -271,7 +271,8 @@ class Channel:
             entries.append(entry)
         else:
             self.drops.append(None)
-        self.wake()
+        if self.idle:  # the dispatcher sleeps: most puts find it busy, or gathering
+            self.wake()
 
     def wake(self) -> None:
         # After the append: the dispatcher lists itself idle, then looks again, so one of
