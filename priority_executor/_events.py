@@ -300,8 +300,10 @@ class Observer:
         "waits",
     )
 
-    def __init__(self, task: Task, lane: Any, clock: Clock, channel: Channel | None) -> None:
-        now = clock.now()
+    def __init__(
+        self, task: Task, lane: Any, clock: Clock, channel: Channel | None, now: float
+    ) -> None:
+        # now: the time its submit read, from which its due time was computed.
         self.id = self.seq = task._seq  # seq: of the task that stands for it (see moved)
         self.lane = lane  # its LaneState, or None
         self.clock = clock

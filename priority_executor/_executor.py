@@ -231,7 +231,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             task.ext = lane  # a lane is the extension of its tasks that have no other feature
             scheduler.add(task, due <= now)
             return future
-        observer = self._observer(task, lane, channel, options)
+        observer = self._observer(task, lane, channel, options, now)
         if observer is not None and deadline is None and retry is None and wall is None:
             task.ext = Observed(None, lane, None, None, None, options, observer)
         else:
@@ -240,12 +240,18 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         return future
 
     def _observer(
-        self, task: Task, lane: LaneState | None, channel: Channel | None, options: Options | None
+        self,
+        task: Task,
+        lane: LaneState | None,
+        channel: Channel | None,
+        options: Options | None,
+        now: float,
     ) -> Observer | None:
-        """The observer of a task submitted now, if it is observed or timed (see _events)."""
+        """The observer of a task submitted at ``now``, if it is observed or timed (see
+        _events)."""
         if channel is None and (options is None or not options.timings):
             return None
-        return Observer(task, lane, self._clock, channel)
+        return Observer(task, lane, self._clock, channel, now)
 
     def _add(self, task: Task, due_now: bool, observer: Observer | None) -> None:
         try:
@@ -322,7 +328,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         future: OwnFuture[None] = OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-        observer = self._observer(task, lane, self._observing, options)
+        observer = self._observer(task, lane, self._observing, options, now)
         task.ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options, observer)
         self._add(task, due <= now, observer)
         return future

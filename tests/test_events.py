@@ -9,7 +9,7 @@ import logging
 import sys
 import threading
 import weakref
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -109,6 +109,20 @@ def test_a_task_due_at_once_and_one_that_raises() -> None:
     assert log.kinds(first) == ["Submitted", "Due", "Started", "Finished"]
     assert log.kinds(second) == ["Submitted", "Due", "Started", "Finished"]
     assert [e.outcome for e in log.of(Finished)] == ["completed", "failed"]
+
+
+def test_timings_in_real_time_and_through_a_backend() -> None:
+    log = Log()
+    with ThreadPoolExecutor(1) as pool, PriorityExecutor(max_workers=1, backend=pool) as ex:
+        ex.subscribe(log)
+        future = ex.submit(pow, 2, 5)
+        assert future.result(TIMEOUT) == 32
+    times = timings(future)
+    assert times is not None and times.due is not None and times.started is not None
+    assert times.submitted == times.due <= times.started <= times.finished  # type: ignore[operator]
+    assert times.queue == pytest.approx(times.started - times.due)
+    assert times.delay == times.throttled == times.backoff == 0.0
+    assert log.kinds() == ["Submitted", "Due", "Started", "Finished"]
 
 
 def test_callbacks_run_in_the_dispatcher_thread_never_in_a_submitter_or_worker() -> None:
@@ -376,11 +390,11 @@ def test_bad_subscriptions_raise_at_the_call() -> None:
         with pytest.raises(TypeError, match="callback must be a callable"):
             executor.subscribe("print")  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="lane must be a lane of this executor"):
-            executor.subscribe(print, lane=other.lane("x"))  # type: ignore[arg-type]
+            executor.subscribe(print, lane=other.lane("x"))
         with pytest.raises(TypeError, match="timings must be a bool"):
             executor.options(timings=1)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError):
-        executor.subscribe(print)  # type: ignore[arg-type]
+        executor.subscribe(print)
 
 
 def test_a_dropped_executor_lets_its_dispatcher_exit() -> None:
@@ -431,7 +445,7 @@ def test_timings_of_a_cancelled_task_and_nothing_kept_alive() -> None:
         waiting = timed.submit(noop, delay=4)
         clock.advance(1)
         waiting.cancel()
-    ran._result = None  # type: ignore[attr-defined]  # the result is the argument itself
+    ran._result = None  # the result is the argument itself
     gc.collect()
     assert ref() is None  # the finished future, and its timings, hold none of its call
     times = timings(waiting)
@@ -560,9 +574,9 @@ def test_an_observed_executor_leaves_no_garbage_in_reference_cycles() -> None:
         executor = PriorityExecutor(max_workers=2, retry=Retry(2, backoff=0))
         executor.subscribe(log)
         lane = executor.lane("limited", max_running=1)
-        futures = [lane.submit(int, i) for i in range(3)]
+        futures: list[Future[Any]] = [lane.submit(int, i) for i in range(3)]
         futures.append(executor.submit(fail))
-        later = executor.options(timings=True).submit(int, delay=30, expires=40)
+        later = executor.options(timings=True).submit(noop, delay=30, expires=40)
         executor.reschedule(later, priority=3)
         futures[-1].exception(TIMEOUT)
         executor.shutdown(wait=True, cancel_futures=True)
