@@ -612,3 +612,24 @@ def test_an_observed_task_in_the_intake_when_its_lane_shuts_down_still_runs() ->
                 futures = [lane.submit(int, i) for i in range(5)]
                 lane.shutdown(wait=False)
             assert [f.result(TIMEOUT) for f in futures] == list(range(5))
+
+
+def test_a_subscriber_raising_system_exit_stops_neither_the_tasks_nor_the_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = Log()
+    raised = []
+
+    def exits(event: Event) -> None:
+        if not raised:
+            raised.append(event)
+            raise SystemExit
+
+    with PriorityExecutor(max_workers=1) as executor:
+        executor.subscribe(exits)
+        executor.subscribe(log)
+        futures = [executor.submit(noop) for _ in range(3)]
+        assert [f.result(TIMEOUT) for f in futures] == [None] * 3
+    # Logged as ThreadPoolExecutor logs what escapes its worker; the thread goes on.
+    assert any(r.levelno == logging.CRITICAL for r in caplog.records)
+    assert len(log.of(Finished)) == 3
