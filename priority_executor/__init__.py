@@ -3,12 +3,14 @@ deadlines, recurring tasks, lanes and retries."""
 
 from ._calendar import Cron, Schedule
 from ._dependencies import DependencyFailed
+from ._events import Event, Subscription, Timings, timings
 from ._executor import PriorityExecutor
 from ._expiry import Expired
 from ._gate import QueueFull
 from ._graph import submit_graph
 from ._lanes import Lane
 from ._limits import Smooth
+from ._otel import record_metrics
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
@@ -21,6 +23,7 @@ __all__ = [
     "Cron",
     "DependencyFailed",
     "EarliestDeadlineFirst",
+    "Event",
     "ExecutorStats",
     "Expired",
     "Fifo",
@@ -33,12 +36,16 @@ __all__ = [
     "Retry",
     "Schedule",
     "Smooth",
+    "Subscription",
     "TaskInfo",
     "TaskStopped",
     "TaskTimeoutError",
+    "Timings",
     "WaitingTask",
     "current",
+    "record_metrics",
     "stop",
     "submit_graph",
+    "timings",
 ]
 __version__ = "0.1.0"

@@ -37,8 +37,9 @@ from ._backend import RemoteFuture, open_backend
 from ._calendar import Calendar, Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._dependencies import Blocked, Upstreams
-from ._extension import Extension
-from ._gate import make_gate
+from ._events import Channel, Event, Events, Observer, Subscription
+from ._extension import Extension, Observed
+from ._gate import QueueFull, make_gate
 from ._lane_engine import LaneState
 from ._lanes import Lane, make_lane_state, parent_state
 from ._limits import Smooth
@@ -59,6 +60,19 @@ _LANE_DEFAULTS = make_lane_state(
     None, None, None, None, None, None, None, False, None, None
 ).settings()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
+
+
+def _weak_call(method: Callable[[Subscription], None]) -> Callable[[Subscription], None]:
+    """``method`` of an object, called only while the object lives: a subscription does
+    not keep its executor alive."""
+    ref = weakref.WeakMethod(method)
+
+    def call(subscription: Subscription) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(subscription)
+
+    return call
 
 
 class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
@@ -187,6 +201,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._lanes_lock = threading.Lock()
         # Its tasks that wait for upstreams (see _dependencies).
         self._blocked = Blocked()
+        # Its subscribers (see subscribe()), and while it has any, where its tasks' events go.
+        self._events: Events | None = None
+        self._observing: Channel | None = None
 
     def _schedule(
         self,
@@ -225,27 +242,44 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             # attempt's call is handed off.
             future = self._future_type(self._owner) if retry is None else OwnFuture(self._owner)
         context = copy_context() if self._inherit_context else None
+        # While it has a subscriber, every task is observed (see _events): the one test of
+        # the plain path for events.
+        channel = self._observing
         plain = (
             deadline is None
             and retry is None
             and wall is None
             and options is None
             and limit is None
+            and channel is None
         )
         if lane is None and plain:
             task = Task(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
+            scheduler.add(task, due <= now)
+            return future
+        task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
+        if plain:
+            task.ext = lane  # a lane is the extension of its tasks that have no other feature
+            scheduler.add(task, due <= now)
+            return future
+        observer = self._observer(task, lane, channel, options, now)
+        after = options is not None and bool(options.after or options.after_any)
+        if (
+            observer is not None
+            and deadline is None
+            and retry is None
+            and wall is None
+            and limit is None
+            and not after
+        ):
+            task.ext = Observed(None, lane, None, None, None, options, None, observer)
         else:
-            task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-            # A lane is the extension of its tasks that have no other feature.
-            if plain:
-                task.ext = lane
-            elif options is None or not (options.after or options.after_any):
-                task.ext = Extension(deadline, lane, retry, None, wall, options, limit)
-            else:
-                ext = Extension(deadline, lane, retry, None, wall, None, limit)
-                self._submit_after(task, ext, options)
+            ext = Extension(deadline, lane, retry, None, wall, options, limit, observer)
+            if after:
+                self._submit_after(task, ext, cast(Options, options))
                 return future
-        scheduler.add(task, due <= now)
+            task.ext = ext
+        self._add(task, due <= now, observer)
         return future
 
     def _submit_after(self, task: Extended, ext: Extension, options: Options) -> None:
@@ -257,8 +291,30 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             self._owner, self._blocked, options.after + options.after_any
         )
         task.ext = ext
-        self._scheduler.add(task, False)
+        self._add(task, False, ext.observer)
         upstreams.listen(options.after, options.after_any)
+
+    def _observer(
+        self,
+        task: Task,
+        lane: LaneState | None,
+        channel: Channel | None,
+        options: Options | None,
+        now: float,
+    ) -> Observer | None:
+        """The observer of a task submitted at ``now``, if it is observed or timed (see
+        _events)."""
+        if channel is None and (options is None or not options.timings):
+            return None
+        return Observer(task, lane, self._clock, channel, now)
+
+    def _add(self, task: Task, due_now: bool, observer: Observer | None) -> None:
+        try:
+            self._scheduler.add(task, due_now)
+        except QueueFull:
+            if observer is not None:
+                observer.rejected()
+            raise
 
     def _due(self, now: float, delay: object, run_at: object) -> tuple[float, float | None]:
         """When a task is due, and the wall-clock time it waits for: a ``run_at`` still to
@@ -332,12 +388,15 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         )
         context = copy_context() if self._inherit_context else None
         task = Extended(scheduler.next_seq(), fn, args, kwargs, future, priority, due, context)
-        ext = Extension(None, lane, self._retry_for(lane), recurrence, wall, options, limit)
+        observer = self._observer(task, lane, self._observing, options, now)
+        ext = Extension(
+            None, lane, self._retry_for(lane), recurrence, wall, options, limit, observer
+        )
         if options is not None and (options.after or options.after_any):
             self._submit_after(task, ext, options)  # its first run waits for them
         else:
             task.ext = ext
-            scheduler.add(task, due <= now)
+            self._add(task, due <= now, observer)
         return future
 
     def _check_priority(self, priority: object) -> None:
@@ -489,7 +548,13 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             self._scheduler.bound(state.gate)
         if state.weight is not None:
             self._scheduler.locked(lambda effects: self._scheduler.share_fairly())
+        self._configured(state)
         return self._lane_facade(state)
+
+    def _configured(self, state: LaneState) -> None:
+        """A lane was made, or configured: its subscribers are told its options."""
+        if self._observing is not None:
+            cast(Events, self._events).lane_configured(state, state.settings())
 
     def _lane_facade(self, state: LaneState) -> Lane:
         parent = None
@@ -510,6 +575,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
 
     def _keep_lane(self, state: LaneState) -> None:
         """A lane was configured: a named one given options keeps them (see lane())."""
+        self._configured(state)
         with self._lanes_lock:
             if (
                 state.name is not None
@@ -526,6 +592,33 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             if state.name is not None and self._kept.get(state.name) is state:
                 del self._kept[state.name]
                 self._shut.add(state.name)
+
+    def subscribe(
+        self, callback: Callable[[Event], object], *, lane: Lane | None = None
+    ) -> Subscription:
+        """Call ``callback(event)`` for each event of each task submitted from now on (of
+        ``lane``'s tasks only, and those of the lanes inside it, if given), and each
+        lane's configuration: in the executor's dispatcher thread, one event at a time,
+        in the order they happened. See README, "Seeing what it does"."""
+        if not callable(callback):
+            raise TypeError(f"callback must be a callable, not {type(callback).__name__}")
+        state = parent_state(self._scheduler, lane, "lane")
+        self._scheduler.check_open()
+        subscription = Subscription(_weak_call(self._unsubscribe), callback, state)
+        with self._lanes_lock:
+            events = self._events
+            if events is None:
+                self._events = events = Events(
+                    self._clock, f"{self._thread_name_prefix}_events", self._scheduler
+                )
+            events.subscribe(subscription)
+            self._observing = events.channel
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lanes_lock:
+            if self._events is not None and not self._events.unsubscribe(subscription):
+                self._observing = None
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Take no more work; cancel recurring series; with ``cancel_futures``, also every
@@ -550,6 +643,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # it, if it had any.
         if waited and self._backend is not None:
             self._backend.close()
+        if waited and self._events is not None:
+            self._events.close()  # every task has ended: its events are delivered by now
 
     def terminate_workers(self) -> None:
         """As ``ProcessPoolExecutor.terminate_workers()`` of Python 3.14, for

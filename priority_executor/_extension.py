@@ -36,6 +36,8 @@ from ._task import (
 if TYPE_CHECKING:
     from ._dependencies import Upstreams
     from ._effects import Effects
+    from ._events import Observer
+    from ._gate import Gate
     from ._options import Options
 
 
@@ -50,6 +52,7 @@ class Extension:
         "error",
         "expiry",
         "lane",
+        "observer",
         "options",
         "recurrence",
         "retry",
@@ -69,12 +72,14 @@ class Extension:
         wall_due: float | None = None,
         options: Options | None = None,
         time_limit: float | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.deadline = deadline
         # How long each run may take, in seconds: the call's, its lane's or its executor's
         # (see _runtime).
         self.time_limit = time_limit
         self.run_limit: RunLimit | None = None  # its run's, from its start to its end
+        self.observer = observer  # if it is observed: told of each move (see _events)
         self.options = options  # those of the call that submitted it (see _options)
         # The wall-clock time it waits for (a run_at datetime, a calendar run): where that
         # falls on the executor's clock moves when the wall clock steps (see WallTime).
@@ -145,6 +150,8 @@ class Extension:
             self.upstreams.moved(task, state, core)
         if self.lane is not None:
             self.lane.moved(task, was, state, core, effects)
+        if self.observer is not None:
+            self.observer.moved(task, was, state, self.attempt, self.error)
 
     def let_go(self) -> None:
         self.error = None
@@ -205,6 +212,7 @@ class Extension:
             self.wall_due,
             self.options,
             self.time_limit,
+            self.observer,  # the same task, for its events and timings
         )
         new.attempt = self.attempt
         new.error = self.error
@@ -226,8 +234,32 @@ class Extension:
             # Each run (a retry's attempt, a series' run) has a token of its own, made
             # when asked for (see _token).
             task.future._token = None
+        if self.observer is not None:
+            tally = self.observer.running(tally)  # it counts the run's end, then the worker
         if self.lane is None:
             run(task, tally, call)
         else:
             self.lane.run(task, tally, call, core)
         return limit is not None and limit.replaced
+
+
+class Observed(Extension):
+    """The extension of an observed (or timed) task that needs no promoter: one with no
+    deadline, retry policy, recurrence or wall-clock time. It is queued through the intake,
+    without the lock, as a lane's task with no other feature is (see ``Hooks.lock_free``):
+    so it answers for its lane as that task's extension, its lane itself, would."""
+
+    __slots__ = ()
+    lock_free = True
+
+    @property
+    def closed(self) -> bool:
+        return self.lane is not None and self.lane.closed
+
+    @property
+    def timed(self) -> bool:
+        return self.lane is not None and self.lane.timed
+
+    @property
+    def gate(self) -> Gate | None:
+        return None if self.lane is None else self.lane.gate

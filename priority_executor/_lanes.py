@@ -138,15 +138,15 @@ class _Keep:
 KEEP: Any = _Keep()
 
 
-def parent_state(core: Scheduler, parent: object) -> LaneState | None:
-    """The lane ``parent`` as ``lane(parent=...)`` takes it: None, or a lane of the executor
-    of ``core`` that is not shut down."""
+def parent_state(core: Scheduler, parent: object, argument: str = "parent") -> LaneState | None:
+    """The lane ``parent`` as ``lane(parent=...)`` takes it (or another call's ``argument``):
+    None, or a lane of the executor of ``core`` that is not shut down."""
     if parent is None:
         return None
     if not isinstance(parent, Lane) or parent._scheduler is not core:
-        raise TypeError(f"parent must be a lane of this executor or None, not {parent!r}")
+        raise TypeError(f"{argument} must be a lane of this executor or None, not {parent!r}")
     if parent.closed:
-        raise ValueError(f"parent {parent!r} is shut down")
+        raise ValueError(f"{argument} {parent!r} is shut down")
     return parent._state
 
 

@@ -20,13 +20,14 @@ class Options:
     """The options of a view, checked when the view is made (so that a bad one raises at
     the ``options()`` call that gave it), and carried by each task submitted through it."""
 
-    __slots__ = ("after", "after_any", "time_limit")
+    __slots__ = ("after", "after_any", "time_limit", "timings")
 
     def __init__(
         self,
         after: tuple[Future[Any], ...] = (),
         after_any: tuple[Future[Any], ...] = (),
         time_limit: float | None = None,
+        timings: bool = False,
     ) -> None:
         # The futures its tasks wait for: each ends them unless it succeeded (after), or
         # whatever its outcome (after_any). See _dependencies.
@@ -35,6 +36,7 @@ class Options:
         # Seconds each run of the task may take (see _runtime); None: its lane's, else its
         # executor's.
         self.time_limit = time_limit
+        self.timings = timings  # record each task's timings (see _events.timings)
 
     def for_task(self) -> Options:
         """What a task keeps of these: all but its upstreams, which it waits for through

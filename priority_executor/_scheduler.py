@@ -401,20 +401,22 @@ class Scheduler(Promotion, Closing):
                 push(entry)
                 continue
             counts[INTAKE] += 1  # out of the intake's length, into the counts (see add())
-            if lane.closed and lane is not closing:
+            # Its extension's lane: the lane itself, or an observed task's (see Hooks).
+            own: Lane | None = lane.lane  # type: ignore[attr-defined]
+            if lane.closed and own is not closing:
                 # Submitted after its lane's shutdown drained the intake, so it saw the
                 # lane closed after the append: its submit is taken back and raises (see
                 # add()). It must not start meanwhile: the lane's shutdown(wait=True)
                 # did not wait for it.
                 self.move(task, VOID, effects)
                 continue
-            if lane.solo and not lane.held:
+            if own is None or (own.solo and not own.held):
                 # A lane alone, with none of its tasks throttled: its room is taken as a
                 # worker takes the task (see _lane_engine), so to the ready heap as is.
                 self.move(task, READY, effects)
                 push(entry)
             else:  # no worker woken: the submit woke one (see add())
-                lane.arrive(entry, self, effects, None, False)
+                own.arrive(entry, self, effects, None, False)
 
     def _push_ready(self, entry: tuple[Any, ...]) -> None:
         if self.fair is not None:

@@ -77,6 +77,7 @@ class Executor(futures.Executor):
         after: Future[Any] | Iterable[Future[Any]] | None = None,
         after_any: Future[Any] | Iterable[Future[Any]] | None = None,
         time_limit: float | timedelta | None = None,
+        timings: bool = False,
     ) -> WithOptions:
         """A view of this executor (or lane) whose ``submit()``, ``submit_recurring()`` and
         ``map()`` give each task these options, which ``submit()`` has no keyword for.
@@ -87,13 +88,18 @@ class Executor(futures.Executor):
         but whatever their outcome (the task reads them itself). ``time_limit``: how long
         each run (a call, a retry's attempt, a series' run) may take, in place of its
         lane's or executor's; at the limit its future fails with ``TaskTimeoutError`` and
-        its token is set (see ``priority_executor.current()``)."""
+        its token is set (see ``priority_executor.current()``). ``timings``: record each
+        task's timings, which ``timings(future)`` gives once it is done (a task submitted
+        while the executor has a subscriber has them anyway)."""
+        if not isinstance(timings, bool):
+            raise TypeError(f"timings must be a bool, not {type(timings).__name__}")
         return WithOptions(
             self,
             Options(
                 check_upstreams("after", after),
                 check_upstreams("after_any", after_any),
                 check_time_limit(time_limit),
+                timings,
             ),
         )
 
@@ -449,6 +455,7 @@ class WithOptions(Executor):
         after: Future[Any] | Iterable[Future[Any]] | None = None,
         after_any: Future[Any] | Iterable[Future[Any]] | None = None,
         time_limit: float | timedelta | None = None,
+        timings: bool = False,
     ) -> WithOptions:
         """Refused: a view's submits carry its own options, so those of a view of it would
         be dropped (a task given ``after=`` there would not wait)."""

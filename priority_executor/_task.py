@@ -184,6 +184,8 @@ class OwnFuture(Future[T]):
     # The _token.CancelToken of its task's run, once asked for or given a time limit
     # (typed Any here: _token imports this module).
     _token: Any = None
+    # Set if its task is observed or timed: its Timings, filled in as it moves (see _events).
+    _timings: object = None
 
     if OWN_FUTURE_INIT:
         # Most futures never get a done-callback: a list each would be one more object per
@@ -415,7 +417,9 @@ class Hooks(Protocol):
     extension (``_lanes.LaneState``); any other has an ``_extension.Extension``."""
 
     # A lane's task with no other feature: it may be queued through the intake, without
-    # the lock (the others need the promoter), and its extension is its lane.
+    # the lock (the others need the promoter), and its extension is its lane; or answers
+    # for its lane as its lane would (``closed``, ``timed``, ``gate``: an observed task's,
+    # see ``_extension.Observed``).
     lock_free: bool
 
     @property

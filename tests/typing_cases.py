@@ -24,6 +24,7 @@ from priority_executor import (
     CancelToken,
     Cron,
     DependencyFailed,
+    Event,
     ExecutorStats,
     Fifo,
     Lane,
@@ -31,11 +32,16 @@ from priority_executor import (
     PriorityExecutor,
     Retry,
     Smooth,
+    Subscription,
     TaskTimeoutError,
+    Timings,
     current,
+    record_metrics,
     stop,
     submit_graph,
+    timings,
 )
+from priority_executor.events import Finished, Throttled
 from priority_executor.testing import ManualClock
 
 T = TypeVar("T")
@@ -320,3 +326,29 @@ async def awaited(ex: PriorityExecutor, lane: Lane) -> None:
     await lane.asubmit(f, 1, priority="high")  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
     ex.amap(f, ["a"])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.amap(f, [1], buffersize=2.5)  # type: ignore[call-overload]  # pyright: ignore[reportArgumentType]
+
+
+def events_and_timings(ex: PriorityExecutor) -> None:
+    def on_event(event: Event) -> None:
+        if isinstance(event, Throttled):
+            assert_type(event.limit, Optional[Literal["max_running", "max_starts", "cooldown"]])
+        if isinstance(event, Finished):
+            assert_type(event.outcome, Literal["completed", "failed", "cancelled"])
+
+    subscription = ex.subscribe(on_event)
+    assert_type(subscription, Subscription)
+    with ex.subscribe(print, lane=ex.lane("api")):
+        pass
+    subscription.close()
+    future = ex.options(timings=True).submit(f, 1)
+    found = timings(future)
+    assert_type(found, Optional[Timings])
+    if found is not None:
+        assert_type(found.queue, float)
+        assert_type(found.started, Optional[float])
+    assert_type(record_metrics(ex, max_lanes=5), Subscription)
+
+    ex.subscribe(f)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.subscribe(on_event, lane="api")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    ex.options(timings="yes")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    record_metrics(ex, max_lanes="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
