@@ -202,9 +202,9 @@ class LaneState:
     ) -> None:
         """One of its tasks is due: given room now, or throttled until some is.
         ``wake``: wake a worker for it (not when the caller is one, on its way to take)."""
-        if self.solo and not self.held:
-            # Nothing else shares its room, and none of its tasks waits for it: room is
-            # taken as a worker takes the task (see start).
+        if self.solo and not self.held and not self.given:
+            # Nothing else shares its room, and none of its tasks waits for it or holds
+            # it: room is taken as a worker takes the task (see start).
             core.make_ready(entry, effects, was, wake)
             return
         now = core.now()
@@ -506,6 +506,10 @@ class LaneState:
             top.give_room(core, effects)  # to the best waiting task: maybe this one
         else:
             full._plan(now, core, effects)
+            if full.given:
+                # Given to a task it comes before (that came due while it waited here
+                # unlooked at): as if it had been throttled as it came due.
+                self._take_room(entry, now, core, effects)
         return THROTTLED
 
     def held_back(self, now: float) -> int:

@@ -410,9 +410,9 @@ class Scheduler(Promotion, Closing):
                 # did not wait for it.
                 self.move(task, VOID, effects)
                 continue
-            if own is None or (own.solo and not own.held):
-                # A lane alone, with none of its tasks throttled: its room is taken as a
-                # worker takes the task (see _lane_engine), so to the ready heap as is.
+            if own is None or (own.solo and not own.held and not own.given):
+                # A lane alone, none of its tasks throttled or holding room: its room is
+                # taken as a worker takes the task (see _lane_engine), so to the ready heap.
                 self.move(task, READY, effects)
                 push(entry)
             else:  # no worker woken: the submit woke one (see add())

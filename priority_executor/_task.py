@@ -389,6 +389,7 @@ class Lane(Bounded, Protocol):
     survive_failures: bool  # its series go on after a failed run
     solo: bool  # in no lane and with none inside it (see _lane_engine)
     held: int  # its tasks throttled, and those of the lanes inside it
+    given: dict[Task, tuple[Any, ...]]  # its READY tasks given room, and its inner lanes'
 
     def arrive(
         self, entry: tuple[Any, ...], core: Core, effects: Effects, was: int | None, wake: bool
