@@ -230,6 +230,7 @@ class ProcessSlots(Executor):
         self._free: list[tuple[ProcessPoolExecutor, int]] = []  # idle pools, with their pid
         self._busy: dict[Future[Any], tuple[ProcessPoolExecutor, int]] = {}
         self._killed: set[Future[Any]] = set()
+        self._broken: list[ProcessPoolExecutor] = []  # killed calls' pools, until dropped
         self._closed = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
@@ -237,6 +238,9 @@ class ProcessSlots(Executor):
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             slot = self._free.pop() if self._free else None
+            broken, self._broken = self._broken, []
+        # Dropped in this thread, not their manager's, and holding no lock (see _done).
+        del broken
         if slot is None:
             pool = self._make()
             # Its one process's pid, asked once: what kill() signals. (Raises as a
@@ -256,11 +260,20 @@ class ProcessSlots(Executor):
             broken = not remote.cancelled() and isinstance(remote.exception(), BrokenExecutor)
             if not broken:
                 self._killed.discard(remote)  # killed too late: it had ended by itself
-            if slot is not None and not broken and not self._closed:
+            if slot is not None and broken:
+                # The broken pool's manager thread ends it by itself. It calls us from its
+                # terminate_broken(), holding the pool's shutdown lock on Python 3.12+:
+                # a shutdown(), or dropping the last reference to the pool (its weakref
+                # callback takes that lock), would wait for it here for ever, and so would
+                # interpreter exit, which joins that thread. The next submit() drops it.
+                self._broken.append(slot[0])
+                return
+            if slot is None:
+                return
+            if not self._closed:
                 self._free.append(slot)
                 return
-        if slot is not None:
-            slot[0].shutdown(wait=False)
+        slot[0].shutdown(wait=False)
 
     def kill(self, remote: Future[Any]) -> bool:
         with self._lock:
@@ -294,6 +307,8 @@ class ProcessSlots(Executor):
             self._closed = True
             pools = [pool for pool, _ in (*self._free, *self._busy.values())]
             self._free = []
+            broken, self._broken = self._broken, []
+        del broken  # holding no lock (see _done)
         for pool in pools:
             pool.shutdown(wait, cancel_futures=cancel_futures)
 

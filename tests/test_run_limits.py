@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from helpers import TIMEOUT, wait_until
+from helpers import TIMEOUT, run_script, wait_until
 
 from priority_executor import (
     CancelToken,
@@ -622,6 +622,28 @@ def test_the_process_backend_kills_the_call_and_goes_on() -> None:
         assert first_pid > 0
         wait_until(lambda: ex.stats().running == 0, what="the killed call counted")
         assert ex.stats().failed == 1 and ex.stats().overrunning == 0
+
+
+@pytest.mark.timeout(150)
+def test_the_interpreter_exits_after_a_process_call_is_killed() -> None:
+    # The killed call's pool breaks, and its manager thread calls back with the pool's
+    # shutdown lock held (Python 3.12+): a shutdown() from that callback would hang it, and
+    # interpreter exit, which joins it, for ever.
+    child = run_script(
+        """
+        import time
+        from priority_executor import PriorityExecutor, TaskTimeoutError
+        ex = PriorityExecutor(1, backend="process")
+        try:
+            ex.options(time_limit=0.5).submit(time.sleep, 60).result(60)
+        except TaskTimeoutError:
+            say("killed")
+        say(ex.submit(sum, [1, 2]).result(60))
+        """,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["killed", "3"]
 
 
 def test_stop_kills_a_process_call() -> None:
