@@ -25,12 +25,14 @@ from priority_executor import (
 )
 from priority_executor import _events as events_module
 from priority_executor.events import (
+    Blocked,
     Dropped,
     Due,
     Expired,
     Finished,
     LaneConfigured,
     Rejected,
+    Released,
     Rescheduled,
     RetryScheduled,
     Skipped,
@@ -38,6 +40,7 @@ from priority_executor.events import (
     Submitted,
     TaskEvent,
     Throttled,
+    TimedOut,
 )
 from priority_executor.testing import ManualClock
 
@@ -96,6 +99,155 @@ def test_a_delayed_task_is_submitted_due_started_and_finished_in_that_order() ->
     assert [e.at for e in log.events] == [0.0, 2.0, 2.0, 2.0]
     # The wall time is the clock's time on the wall clock.
     assert due.wall - due.at == pytest.approx(clock.wall() - clock.now())
+
+
+def test_a_run_past_its_time_limit_times_out_then_finishes_when_its_call_returns() -> None:
+    clock = ManualClock()
+    log = Log()
+    started, release = threading.Event(), threading.Event()
+
+    def hang() -> None:
+        started.set()
+        assert release.wait(TIMEOUT)
+
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        future = executor.options(time_limit=2).submit(hang, priority=4)
+        assert started.wait(TIMEOUT)
+        clock.advance(2)
+        assert future.done()
+        release.set()
+        wait_until(lambda: executor.stats().failed == 1, what="the overrun counted failed")
+    assert log.kinds() == ["Submitted", "Due", "Started", "TimedOut", "Finished"]
+    (timed_out,) = log.of(TimedOut)
+    assert (timed_out.attempt, timed_out.limit, timed_out.at) == (1, 2.0, 2.0)
+    assert timed_out.priority == 4
+    assert [e.outcome for e in log.of(Finished)] == ["failed"]
+
+
+def test_a_timed_out_attempt_is_retried() -> None:
+    clock = ManualClock()
+    log = Log()
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def first_hangs() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            assert release.wait(TIMEOUT)
+        return "done"
+
+    retry = Retry(2, backoff=1, jitter=0)
+    with PriorityExecutor(max_workers=2, clock=clock, retry=retry) as executor:
+        executor.subscribe(log)
+        future = executor.options(time_limit=2).submit(first_hangs)
+        assert started.wait(TIMEOUT)
+        clock.advance(2)
+        release.set()
+        wait_until(lambda: bool(log.of(RetryScheduled)), what="the retry")
+        clock.advance(1)
+        assert future.result(TIMEOUT) == "done"
+    assert log.kinds() == [
+        "Submitted",
+        "Due",
+        "Started",
+        "TimedOut",
+        "RetryScheduled",
+        "Due",
+        "Started",
+        "Finished",
+    ]
+    (scheduled,) = log.of(RetryScheduled)
+    assert (scheduled.attempt, scheduled.error) == (2, "TaskTimeoutError")
+
+
+def test_a_dependent_is_blocked_then_released_when_its_upstreams_are_done() -> None:
+    clock = ManualClock()
+    log = Log()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        upstream: Future[None] = Future()
+        other: Future[None] = Future()
+        dependent = executor.options(after=[upstream], after_any=[other]).submit(noop, delay=1)
+        clock.advance(3)
+        upstream.set_result(None)
+        clock.advance(2)
+        other.set_exception(Boom())  # after_any: done, whatever its outcome
+        # Its delay, counted from its submit, has passed: it is due at once.
+        dependent.result(TIMEOUT)
+        times = timings(dependent)
+    assert log.kinds() == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert [e.at for e in log.events] == [0.0, 0.0, 5.0, 5.0, 5.0, 5.0]
+    assert times is not None and (times.blocked, times.delay, times.queue) == (5.0, 0.0, 0.0)
+
+
+def test_a_dependent_released_before_its_due_time_waits_for_it() -> None:
+    clock = ManualClock()
+    log = Log()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        upstream: Future[None] = Future()
+        dependent = executor.options(after=[upstream]).submit(noop, delay=4)
+        clock.advance(1)
+        upstream.set_result(None)
+        clock.advance(3)
+        dependent.result(TIMEOUT)
+    assert log.kinds() == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert [e.at for e in log.events] == [0.0, 0.0, 1.0, 4.0, 4.0, 4.0]
+    times = timings(dependent)
+    assert times is not None and (times.blocked, times.delay) == (1.0, 3.0)
+
+
+def test_a_dependent_whose_upstream_failed_is_never_released() -> None:
+    log = Log()
+    with PriorityExecutor(max_workers=1) as executor:
+        executor.subscribe(log)
+        upstream = executor.submit(fail)
+        dependent = executor.options(after=[upstream]).submit(noop)
+        with pytest.raises(CancelledError):
+            dependent.result(TIMEOUT)
+    (blocked,) = log.of(Blocked)
+    assert log.kinds(blocked.task) == ["Submitted", "Blocked", "Finished"]
+    assert not log.of(Released)
+    assert [e.outcome for e in log.of(Finished) if e.task == blocked.task] == ["cancelled"]
+
+
+def test_a_blocked_task_cancelled_rescheduled_or_shut_down() -> None:
+    clock = ManualClock()
+    log = Log()
+    executor = PriorityExecutor(max_workers=1, clock=clock)
+    executor.subscribe(log)
+    upstream: Future[None] = Future()
+    cancelled = executor.options(after=[upstream]).submit(noop)
+    moved = executor.options(after=[upstream]).submit(noop)
+    left = executor.options(after=[upstream]).submit(noop)
+    assert cancelled.cancel()
+    assert executor.reschedule(moved, priority=7)
+    upstream.set_result(None)
+    moved.result(TIMEOUT)
+    upstream2: Future[None] = Future()
+    last = executor.options(after=[upstream2]).submit(noop)
+    executor.shutdown(cancel_futures=True)
+    assert last.cancelled() and left.done()
+    first, second, third, fourth = sorted({e.task for e in log.of(TaskEvent)})
+    assert log.kinds(first) == ["Submitted", "Blocked", "Finished"]
+    assert log.kinds(second) == [
+        "Submitted",
+        "Blocked",
+        "Rescheduled",
+        "Released",
+        "Due",
+        "Started",
+        "Finished",
+    ]
+    assert next(e.priority for e in log.events if isinstance(e, Released)) == 7
+    assert log.kinds(third) == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert log.kinds(fourth) == ["Submitted", "Blocked", "Finished"]
+    assert [e.outcome for e in log.of(Finished) if e.task in (first, fourth)] == [
+        "cancelled",
+        "cancelled",
+    ]
 
 
 def test_a_task_due_at_once_and_one_that_raises() -> None:
