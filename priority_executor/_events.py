@@ -50,6 +50,8 @@ from ._task import (
 from ._waiting import HeldBy
 
 if TYPE_CHECKING:
+    from contextvars import Context
+
     from ._clock import Clock
     from ._task import Tally, Task
 
@@ -92,12 +94,17 @@ class TaskEvent(Event):
 @dataclass
 class Submitted(TaskEvent):
     """Queued by ``submit()`` (or ``submit_recurring()``, once for the whole series):
-    ``name`` is its callable's, ``due`` when it is due, on the executor's clock."""
+    ``name`` is its callable's, ``due`` when it is due, on the executor's clock;
+    ``context``: the ``contextvars`` context it runs in (a copy of its submitter's, so
+    its OpenTelemetry span, see ``record_spans()``), None with ``inherit_context=False``;
+    ``recurring``: whether it is a series (whose runs are each started and finished)."""
 
-    __slots__ = ("due", "name")
+    __slots__ = ("context", "due", "name", "recurring")
 
     name: str
     due: float
+    context: Context | None
+    recurring: bool
 
 
 @dataclass
@@ -376,7 +383,7 @@ class Observer:
         if last == VOID and was != VOID:
             # Queued through the intake at its submit: it moves first out of it.
             last = INTAKE
-            self.emit(Submitted, timings.submitted, task.fn, task._when)
+            self._submitted(task, timings.submitted)
         # The time it spent in the state it leaves, by what it waited for.
         if last == PENDING:
             if self.waits == "delay":
@@ -391,7 +398,7 @@ class Observer:
             timings.blocked += spent
         if was == VOID and state != VOID:  # queued
             if last == VOID:  # new
-                self.emit(Submitted, now, task.fn, task._when)
+                self._submitted(task, now)
             elif last <= READY:
                 self.emit(Rescheduled, now, task._when)
             else:
@@ -416,6 +423,10 @@ class Observer:
                 self.emit(Throttled, now, *self._held(now))
         elif state >= FAILED and state != VOID:
             self._ended(now, state)
+
+    def _submitted(self, task: Task, at: float) -> None:
+        series = task.ext is not None and task.ext.recurrence is not None
+        self.emit(Submitted, at, task.fn, task._when, task.context, series)
 
     def timed_out(self, attempt: int, limit: float, now: float) -> None:
         """A run reached its time limit (see ``_runtime.RunLimit.fire``), under the lock."""

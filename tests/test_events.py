@@ -709,14 +709,127 @@ def test_otel_metrics_with_the_sdks_in_memory_reader() -> None:
 
 
 def test_without_the_otel_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from priority_executor import record_metrics
+    from priority_executor import record_metrics, record_spans
 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with (
-        PriorityExecutor(max_workers=1) as executor,
-        pytest.raises(ModuleNotFoundError, match=r"priority_executor\[otel\]"),
-    ):
-        record_metrics(executor)
+    for record in (record_metrics, record_spans):
+        with (
+            PriorityExecutor(max_workers=1) as executor,
+            pytest.raises(ModuleNotFoundError, match=r"priority_executor\[otel\]"),
+        ):
+            record(executor)
+
+
+def _tracing() -> tuple[Any, Any, Any]:
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    export = pytest.importorskip("opentelemetry.sdk.trace.export")
+    exporter = in_memory.InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    return provider, exporter, provider.get_tracer("test")
+
+
+def test_otel_spans_one_per_run_child_of_the_submitters_span() -> None:
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from priority_executor import record_spans
+
+    provider, exporter, tracer = _tracing()
+    clock = ManualClock()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        subscription = record_spans(executor, tracer_provider=provider)
+        lane = executor.lane("api")
+        with tracer.start_as_current_span("request") as request:
+            delayed = lane.submit(noop, priority=5, delay=2)
+            failing = executor.submit(fail)
+        outside = executor.submit(noop)  # no span current: a root span
+        clock.advance(2)
+        delayed.result(TIMEOUT)
+        outside.result(TIMEOUT)
+        with pytest.raises(Boom):
+            failing.result(TIMEOUT)
+        executor.shutdown()
+        subscription.close()
+    spans = {span.name: span for span in exporter.get_finished_spans() if span.name != "request"}
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "fail",
+        "noop",
+        "noop",
+        "request",
+    ]
+    by_parent = {
+        (span.parent.span_id if span.parent else None): span
+        for span in exporter.get_finished_spans()
+        if span.name == "noop"
+    }
+    child = by_parent[request.get_span_context().span_id]
+    assert child.kind == SpanKind.INTERNAL
+    assert child.context.trace_id == request.get_span_context().trace_id
+    assert dict(child.attributes) == {
+        "priority_executor.task.id": child.attributes["priority_executor.task.id"],
+        "priority_executor.priority": 5,
+        "priority_executor.attempt": 1,
+        "priority_executor.lane": "api",
+    }
+    assert child.status.status_code == StatusCode.UNSET
+    assert None in by_parent  # the task submitted outside any span
+    assert spans["fail"].status.status_code == StatusCode.ERROR
+    assert spans["fail"].parent.span_id == request.get_span_context().span_id
+    # Its span covers its run, on the wall clock (the manual clock's).
+    assert child.end_time >= child.start_time >= int((clock.wall() - 1) * 1e9)
+
+
+def test_otel_spans_of_retries_a_time_limit_and_a_series() -> None:
+    from opentelemetry.trace import StatusCode
+
+    from priority_executor import record_spans
+
+    provider, exporter, _ = _tracing()
+    clock = ManualClock()
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Boom
+        if len(calls) == 2:
+            started.set()
+            assert release.wait(TIMEOUT)
+        return "done"
+
+    retry = Retry(3, backoff=1, jitter=0)
+    with PriorityExecutor(max_workers=2, clock=clock, retry=retry) as executor:
+        record_spans(executor, tracer_provider=provider)
+        future = executor.options(time_limit=5).submit(flaky)
+        wait_until(lambda: bool(calls), what="the first attempt")
+        wait_until(lambda: executor.stats().scheduled == 1, what="the retry to wait")
+        clock.advance(1)
+        assert started.wait(TIMEOUT)
+        clock.advance(5)  # the second attempt times out
+        release.set()
+        wait_until(lambda: executor.stats().scheduled == 1, what="the third attempt to wait")
+        clock.advance(2)  # the backoff doubles
+        assert future.result(TIMEOUT) == "done"
+        wait_until(lambda: len(exporter.get_finished_spans()) == 3, what="the attempts' spans")
+        series = executor.submit_recurring(noop, interval=1)
+        for count in (4, 5):
+            wait_until(lambda n=count: len(exporter.get_finished_spans()) == n, what="a run")
+            clock.advance(1)
+        series.cancel()
+    spans = exporter.get_finished_spans()
+    attempts = [s for s in spans if s.name.endswith("flaky")]
+    assert [s.attributes["priority_executor.attempt"] for s in attempts] == [1, 2, 3]
+    assert [s.status.status_code for s in attempts] == [
+        StatusCode.ERROR,
+        StatusCode.ERROR,
+        StatusCode.UNSET,
+    ]
+    assert [e.name for e in attempts[1].events] == ["timed out"]
+    assert attempts[1].events[0].attributes["priority_executor.time_limit"] == 5.0
+    assert len([s for s in spans if s.name == "noop"]) >= 2  # a span per run of the series
+    assert len({s.context.span_id for s in spans}) == len(spans)
 
 
 @pytest.mark.timeout(30)
