@@ -10,7 +10,7 @@ from ._gate import QueueFull
 from ._graph import submit_graph
 from ._lanes import Lane
 from ._limits import Smooth
-from ._otel import record_metrics
+from ._otel import record_metrics, record_spans
 from ._policies import Aging, EarliestDeadlineFirst, Fifo, Policy, Priority, PriorityFirst, TaskInfo
 from ._retry import Retry
 from ._stats import ExecutorStats
@@ -44,6 +44,7 @@ __all__ = [
     "WaitingTask",
     "current",
     "record_metrics",
+    "record_spans",
     "stop",
     "submit_graph",
     "timings",

@@ -34,6 +34,7 @@ from . import _threads
 from ._arguments import callable_name
 from ._logs import LOGGER, error_name
 from ._task import (
+    BLOCKED,
     CANCELLED,
     COMPLETED,
     EXPIRED,
@@ -49,6 +50,8 @@ from ._task import (
 from ._waiting import HeldBy
 
 if TYPE_CHECKING:
+    from contextvars import Context
+
     from ._clock import Clock
     from ._task import Tally, Task
 
@@ -91,12 +94,34 @@ class TaskEvent(Event):
 @dataclass
 class Submitted(TaskEvent):
     """Queued by ``submit()`` (or ``submit_recurring()``, once for the whole series):
-    ``name`` is its callable's, ``due`` when it is due, on the executor's clock."""
+    ``name`` is its callable's, ``due`` when it is due, on the executor's clock;
+    ``context``: the ``contextvars`` context it runs in (a copy of its submitter's, so
+    its OpenTelemetry span, see ``record_spans()``), None with ``inherit_context=False``;
+    ``recurring``: whether it is a series (whose runs are each started and finished)."""
 
-    __slots__ = ("due", "name")
+    __slots__ = ("context", "due", "name", "recurring")
 
     name: str
     due: float
+    context: Context | None
+    recurring: bool
+
+
+@dataclass
+class Blocked(TaskEvent):
+    """Queued with upstreams not done yet (``options(after=, after_any=)``): it waits for
+    them, in no queue, from now on (see ``Released``)."""
+
+    __slots__ = ()
+
+
+@dataclass
+class Released(TaskEvent):
+    """Its last upstream is done: it is queued as a new task would be, pending until its
+    due time (then ``Due``), or due now. A dependent whose upstream failed is not
+    released: it ends with ``Finished`` ``"cancelled"`` (its ``DependencyFailed``)."""
+
+    __slots__ = ()
 
 
 @dataclass
@@ -126,6 +151,18 @@ class Started(TaskEvent):
     __slots__ = ("attempt",)
 
     attempt: int
+
+
+@dataclass
+class TimedOut(TaskEvent):
+    """A run (``attempt``) reached its time limit of ``limit`` seconds: its call is asked
+    to stop (see ``TaskTimeoutError``). Its ``Finished`` (or ``RetryScheduled``) follows
+    once the call returns: a thread cannot be stopped, and what follows depends on it."""
+
+    __slots__ = ("attempt", "limit")
+
+    attempt: int
+    limit: float
 
 
 @dataclass
@@ -201,14 +238,15 @@ class Dropped(Event):
 
 class Timings:
     """When a task was submitted, first due, last started and finished (on the executor's
-    clock), and how long it waited, in seconds, by cause: for its due time (``delay``:
-    a ``delay``, a ``run_at``, a series' interval), for a worker (``queue``), for its
-    lane's limits (``throttled``), for a retry's backoff (``backoff``). Read-only; see
-    ``timings()``."""
+    clock), and how long it waited, in seconds, by cause: for its upstreams (``blocked``:
+    ``options(after=)``), for its due time (``delay``: a ``delay``, a ``run_at``, a
+    series' interval), for a worker (``queue``), for its lane's limits (``throttled``),
+    for a retry's backoff (``backoff``). Read-only; see ``timings()``."""
 
     __slots__ = (
         "_state",
         "backoff",
+        "blocked",
         "delay",
         "due",
         "finished",
@@ -225,6 +263,7 @@ class Timings:
         self.due: float | None = None
         self.started: float | None = None
         self.finished: float | None = None
+        self.blocked = 0.0
         self.delay = 0.0
         self.queue = 0.0
         self.throttled = 0.0
@@ -233,7 +272,8 @@ class Timings:
     def __repr__(self) -> str:
         return (
             f"<Timings task={self.task} submitted={self.submitted} due={self.due}"
-            f" started={self.started} finished={self.finished} delay={self.delay}"
+            f" started={self.started} finished={self.finished} blocked={self.blocked}"
+            f" delay={self.delay}"
             f" queue={self.queue} throttled={self.throttled} backoff={self.backoff}>"
         )
 
@@ -343,7 +383,7 @@ class Observer:
         if last == VOID and was != VOID:
             # Queued through the intake at its submit: it moves first out of it.
             last = INTAKE
-            self.emit(Submitted, timings.submitted, task.fn, task._when)
+            self._submitted(task, timings.submitted)
         # The time it spent in the state it leaves, by what it waited for.
         if last == PENDING:
             if self.waits == "delay":
@@ -354,9 +394,11 @@ class Observer:
             timings.queue += spent
         elif last == THROTTLED:
             timings.throttled += spent
+        elif last == BLOCKED:
+            timings.blocked += spent
         if was == VOID and state != VOID:  # queued
             if last == VOID:  # new
-                self.emit(Submitted, now, task.fn, task._when)
+                self._submitted(task, now)
             elif last <= READY:
                 self.emit(Rescheduled, now, task._when)
             else:
@@ -366,6 +408,11 @@ class Observer:
             wait = max(0.0, task._when - now)
             name = None if error is None else error_name(error)
             self.emit(RetryScheduled, now, attempt, wait, name)
+        if last == BLOCKED:
+            if BLOCKED < state <= READY:  # its upstreams done: queued (a copy stays blocked)
+                self.emit(Released, now)
+        elif state == BLOCKED:
+            self.emit(Blocked, now)
         if state == READY:
             if last != READY and last != THROTTLED:
                 if timings.due is None:
@@ -376,6 +423,14 @@ class Observer:
                 self.emit(Throttled, now, *self._held(now))
         elif state >= FAILED and state != VOID:
             self._ended(now, state)
+
+    def _submitted(self, task: Task, at: float) -> None:
+        series = task.ext is not None and task.ext.recurrence is not None
+        self.emit(Submitted, at, task.fn, task._when, task.context, series)
+
+    def timed_out(self, attempt: int, limit: float, now: float) -> None:
+        """A run reached its time limit (see ``_runtime.RunLimit.fire``), under the lock."""
+        self.emit(TimedOut, now, attempt, limit)
 
     def _held(self, now: float) -> tuple[HeldBy | None, str | None]:
         held = self.lane.holding(now)  # the lane's own answer, as waiting() gives it

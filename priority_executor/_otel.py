@@ -1,6 +1,7 @@
-"""OpenTelemetry metrics of an executor, the ``otel`` extra: a subscriber (see ``_events``)
-that records its events as counters and histograms, in the dispatcher thread, off the
-tasks' path; and an observable counter that reads ``stats()`` when a reader collects.
+"""OpenTelemetry metrics and spans of an executor, the ``otel`` extra: subscribers (see
+``_events``) that record its events as counters and histograms, or as a span per run, in
+the dispatcher thread, off the tasks' path; and an observable counter that reads
+``stats()`` when a reader collects.
 
 Names follow OpenTelemetry's conventions: dotted, lower case, a namespace of the package's
 own (no convention names delayed or throttled work yet), durations in seconds as
@@ -26,13 +27,16 @@ from ._events import (
     RetryScheduled,
     Skipped,
     Started,
+    Submitted,
     Subscription,
     TaskEvent,
     Throttled,
+    TimedOut,
 )
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+    from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
     from ._executor import PriorityExecutor
 
@@ -80,6 +84,116 @@ def record_metrics(
         " with a lane attribute, those of that lane",
     )
     return executor.subscribe(recorder)
+
+
+def record_spans(
+    executor: PriorityExecutor, *, tracer_provider: TracerProvider | None = None
+) -> Subscription:
+    """Record a span for each run of ``executor``'s tasks (an attempt of a retry, a run of
+    a series) with OpenTelemetry (``tracer_provider``, default the global one), for the
+    tasks submitted from now on, until the returned subscription is closed.
+
+    A span starts as its run starts and ends as it ends, named after the task's callable,
+    of kind ``INTERNAL``; its parent is the span that was current where the task was
+    submitted (a series': where it was started), if any: so a trace shows the time a task
+    waited as the gap between its submitter's span and its own. Its attributes:
+    ``priority_executor.task.id``, ``priority_executor.priority``,
+    ``priority_executor.attempt``, and ``priority_executor.lane`` for a task in a named lane.
+    A run that failed (or timed out, or was cancelled while it ran) has the status
+    ``ERROR``; a time limit reached is a span event ``"timed out"``."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        raise ModuleNotFoundError(
+            f"OpenTelemetry spans need the otel extra: {_EXTRA}", name="opentelemetry"
+        ) from None
+    provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
+    from . import __version__
+
+    return executor.subscribe(_Spans(provider.get_tracer("priority_executor", __version__)))
+
+
+class _Spans:
+    """The subscriber of ``record_spans()``: holds, for each task in flight, its name and
+    the span context it was submitted in, and its span while a run of it lasts; no more."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        from opentelemetry import trace
+
+        self._trace = trace
+        self._tracer = tracer
+        # Each task's name and submitter's span, and whether it is a series.
+        self._tasks: dict[int, tuple[str, SpanContext | None, bool]] = {}
+        self._running: dict[int, Span] = {}
+
+    def __call__(self, event: Event) -> None:
+        if not isinstance(event, TaskEvent):
+            return
+        task = event.task
+        if isinstance(event, Submitted):
+            parent = None
+            if event.context is not None:
+                span = event.context.run(self._trace.get_current_span)
+                if span.get_span_context().is_valid:
+                    parent = span.get_span_context()
+            self._tasks[task] = (event.name, parent, event.recurring)
+        elif isinstance(event, Started):
+            known = self._tasks.get(task)
+            if known is None:
+                return  # submitted before this subscriber
+            name, parent, _ = known
+            attributes: dict[str, str | int] = {
+                "priority_executor.task.id": task,
+                "priority_executor.priority": event.priority,
+                "priority_executor.attempt": event.attempt,
+            }
+            if event.lane is not None:
+                attributes["priority_executor.lane"] = event.lane
+            trace = self._trace
+            context = (
+                None
+                if parent is None
+                else trace.set_span_in_context(trace.NonRecordingSpan(parent))
+            )
+            self._running[task] = self._tracer.start_span(
+                name,
+                context=context,
+                kind=trace.SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=_nanoseconds(event.wall),
+            )
+        elif isinstance(event, TimedOut):
+            running = self._running.get(task)
+            if running is not None:
+                running.add_event(
+                    "timed out",
+                    {"priority_executor.time_limit": event.limit},
+                    _nanoseconds(event.wall),
+                )
+        elif isinstance(event, RetryScheduled):
+            self._end(event, event.error or "failed")
+        elif isinstance(event, (Finished, Expired, Skipped, Rejected)):
+            outcome = event.outcome if isinstance(event, Finished) else None
+            self._end(event, None if outcome == "completed" else outcome)
+            known = self._tasks.get(task)
+            if known is not None and (not known[2] or outcome == "cancelled"):
+                # A series' next run follows one that completed, failed or was skipped:
+                # its entry is held until the series is cancelled (or the subscription
+                # closed), one per series.
+                del self._tasks[task]
+
+    def _end(self, event: TaskEvent, error: str | None) -> None:
+        span = self._running.pop(event.task, None)
+        if span is None:
+            return
+        if error is not None:
+            trace = self._trace
+            span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+        span.end(_nanoseconds(event.wall))
+
+
+def _nanoseconds(wall: float) -> int:
+    return int(wall * 1e9)
 
 
 def _states(stats: Any, lane: dict[str, str], make: Any) -> Iterable[Observation]:

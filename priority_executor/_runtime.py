@@ -199,6 +199,8 @@ class RunLimit(Alarm):
             return
         self.state = _OVER  # the limit came first: see _finish
         ext, error = self.ext, self._error()
+        if ext.observer is not None:
+            ext.observer.timed_out(ext.attempt, self.limit, now)
         if self.inner is None:
             # Its thread cannot be stopped: it overruns, and may leave the pool.
             workers = self.core.workers

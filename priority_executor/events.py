@@ -3,6 +3,7 @@ does"): each a frozen dataclass, ``TaskEvent`` for a step of one task's life."""
 
 from ._events import (
     BUFFER,
+    Blocked,
     Dropped,
     Due,
     Event,
@@ -11,6 +12,7 @@ from ._events import (
     LaneConfigured,
     Outcome,
     Rejected,
+    Released,
     Rescheduled,
     RetryScheduled,
     Skipped,
@@ -18,10 +20,12 @@ from ._events import (
     Submitted,
     TaskEvent,
     Throttled,
+    TimedOut,
 )
 
 __all__ = [
     "BUFFER",
+    "Blocked",
     "Dropped",
     "Due",
     "Event",
@@ -30,6 +34,7 @@ __all__ = [
     "LaneConfigured",
     "Outcome",
     "Rejected",
+    "Released",
     "Rescheduled",
     "RetryScheduled",
     "Skipped",
@@ -37,4 +42,5 @@ __all__ = [
     "Submitted",
     "TaskEvent",
     "Throttled",
+    "TimedOut",
 ]

@@ -25,12 +25,14 @@ from priority_executor import (
 )
 from priority_executor import _events as events_module
 from priority_executor.events import (
+    Blocked,
     Dropped,
     Due,
     Expired,
     Finished,
     LaneConfigured,
     Rejected,
+    Released,
     Rescheduled,
     RetryScheduled,
     Skipped,
@@ -38,6 +40,7 @@ from priority_executor.events import (
     Submitted,
     TaskEvent,
     Throttled,
+    TimedOut,
 )
 from priority_executor.testing import ManualClock
 
@@ -96,6 +99,155 @@ def test_a_delayed_task_is_submitted_due_started_and_finished_in_that_order() ->
     assert [e.at for e in log.events] == [0.0, 2.0, 2.0, 2.0]
     # The wall time is the clock's time on the wall clock.
     assert due.wall - due.at == pytest.approx(clock.wall() - clock.now())
+
+
+def test_a_run_past_its_time_limit_times_out_then_finishes_when_its_call_returns() -> None:
+    clock = ManualClock()
+    log = Log()
+    started, release = threading.Event(), threading.Event()
+
+    def hang() -> None:
+        started.set()
+        assert release.wait(TIMEOUT)
+
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        future = executor.options(time_limit=2).submit(hang, priority=4)
+        assert started.wait(TIMEOUT)
+        clock.advance(2)
+        assert future.done()
+        release.set()
+        wait_until(lambda: executor.stats().failed == 1, what="the overrun counted failed")
+    assert log.kinds() == ["Submitted", "Due", "Started", "TimedOut", "Finished"]
+    (timed_out,) = log.of(TimedOut)
+    assert (timed_out.attempt, timed_out.limit, timed_out.at) == (1, 2.0, 2.0)
+    assert timed_out.priority == 4
+    assert [e.outcome for e in log.of(Finished)] == ["failed"]
+
+
+def test_a_timed_out_attempt_is_retried() -> None:
+    clock = ManualClock()
+    log = Log()
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def first_hangs() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            assert release.wait(TIMEOUT)
+        return "done"
+
+    retry = Retry(2, backoff=1, jitter=0)
+    with PriorityExecutor(max_workers=2, clock=clock, retry=retry) as executor:
+        executor.subscribe(log)
+        future = executor.options(time_limit=2).submit(first_hangs)
+        assert started.wait(TIMEOUT)
+        clock.advance(2)
+        release.set()
+        wait_until(lambda: bool(log.of(RetryScheduled)), what="the retry")
+        clock.advance(1)
+        assert future.result(TIMEOUT) == "done"
+    assert log.kinds() == [
+        "Submitted",
+        "Due",
+        "Started",
+        "TimedOut",
+        "RetryScheduled",
+        "Due",
+        "Started",
+        "Finished",
+    ]
+    (scheduled,) = log.of(RetryScheduled)
+    assert (scheduled.attempt, scheduled.error) == (2, "TaskTimeoutError")
+
+
+def test_a_dependent_is_blocked_then_released_when_its_upstreams_are_done() -> None:
+    clock = ManualClock()
+    log = Log()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        upstream: Future[None] = Future()
+        other: Future[None] = Future()
+        dependent = executor.options(after=[upstream], after_any=[other]).submit(noop, delay=1)
+        clock.advance(3)
+        upstream.set_result(None)
+        clock.advance(2)
+        other.set_exception(Boom())  # after_any: done, whatever its outcome
+        # Its delay, counted from its submit, has passed: it is due at once.
+        dependent.result(TIMEOUT)
+        times = timings(dependent)
+    assert log.kinds() == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert [e.at for e in log.events] == [0.0, 0.0, 5.0, 5.0, 5.0, 5.0]
+    assert times is not None and (times.blocked, times.delay, times.queue) == (5.0, 0.0, 0.0)
+
+
+def test_a_dependent_released_before_its_due_time_waits_for_it() -> None:
+    clock = ManualClock()
+    log = Log()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        executor.subscribe(log)
+        upstream: Future[None] = Future()
+        dependent = executor.options(after=[upstream]).submit(noop, delay=4)
+        clock.advance(1)
+        upstream.set_result(None)
+        clock.advance(3)
+        dependent.result(TIMEOUT)
+    assert log.kinds() == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert [e.at for e in log.events] == [0.0, 0.0, 1.0, 4.0, 4.0, 4.0]
+    times = timings(dependent)
+    assert times is not None and (times.blocked, times.delay) == (1.0, 3.0)
+
+
+def test_a_dependent_whose_upstream_failed_is_never_released() -> None:
+    log = Log()
+    with PriorityExecutor(max_workers=1) as executor:
+        executor.subscribe(log)
+        upstream = executor.submit(fail)
+        dependent = executor.options(after=[upstream]).submit(noop)
+        with pytest.raises(CancelledError):
+            dependent.result(TIMEOUT)
+    (blocked,) = log.of(Blocked)
+    assert log.kinds(blocked.task) == ["Submitted", "Blocked", "Finished"]
+    assert not log.of(Released)
+    assert [e.outcome for e in log.of(Finished) if e.task == blocked.task] == ["cancelled"]
+
+
+def test_a_blocked_task_cancelled_rescheduled_or_shut_down() -> None:
+    clock = ManualClock()
+    log = Log()
+    executor = PriorityExecutor(max_workers=1, clock=clock)
+    executor.subscribe(log)
+    upstream: Future[None] = Future()
+    cancelled = executor.options(after=[upstream]).submit(noop)
+    moved = executor.options(after=[upstream]).submit(noop)
+    left = executor.options(after=[upstream]).submit(noop)
+    assert cancelled.cancel()
+    assert executor.reschedule(moved, priority=7)
+    upstream.set_result(None)
+    moved.result(TIMEOUT)
+    upstream2: Future[None] = Future()
+    last = executor.options(after=[upstream2]).submit(noop)
+    executor.shutdown(cancel_futures=True)
+    assert last.cancelled() and left.done()
+    first, second, third, fourth = sorted({e.task for e in log.of(TaskEvent)})
+    assert log.kinds(first) == ["Submitted", "Blocked", "Finished"]
+    assert log.kinds(second) == [
+        "Submitted",
+        "Blocked",
+        "Rescheduled",
+        "Released",
+        "Due",
+        "Started",
+        "Finished",
+    ]
+    assert next(e.priority for e in log.events if isinstance(e, Released)) == 7
+    assert log.kinds(third) == ["Submitted", "Blocked", "Released", "Due", "Started", "Finished"]
+    assert log.kinds(fourth) == ["Submitted", "Blocked", "Finished"]
+    assert [e.outcome for e in log.of(Finished) if e.task in (first, fourth)] == [
+        "cancelled",
+        "cancelled",
+    ]
 
 
 def test_a_task_due_at_once_and_one_that_raises() -> None:
@@ -557,14 +709,127 @@ def test_otel_metrics_with_the_sdks_in_memory_reader() -> None:
 
 
 def test_without_the_otel_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from priority_executor import record_metrics
+    from priority_executor import record_metrics, record_spans
 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with (
-        PriorityExecutor(max_workers=1) as executor,
-        pytest.raises(ModuleNotFoundError, match=r"priority_executor\[otel\]"),
-    ):
-        record_metrics(executor)
+    for record in (record_metrics, record_spans):
+        with (
+            PriorityExecutor(max_workers=1) as executor,
+            pytest.raises(ModuleNotFoundError, match=r"priority_executor\[otel\]"),
+        ):
+            record(executor)
+
+
+def _tracing() -> tuple[Any, Any, Any]:
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    export = pytest.importorskip("opentelemetry.sdk.trace.export")
+    exporter = in_memory.InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    return provider, exporter, provider.get_tracer("test")
+
+
+def test_otel_spans_one_per_run_child_of_the_submitters_span() -> None:
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from priority_executor import record_spans
+
+    provider, exporter, tracer = _tracing()
+    clock = ManualClock()
+    with PriorityExecutor(max_workers=1, clock=clock) as executor:
+        subscription = record_spans(executor, tracer_provider=provider)
+        lane = executor.lane("api")
+        with tracer.start_as_current_span("request") as request:
+            delayed = lane.submit(noop, priority=5, delay=2)
+            failing = executor.submit(fail)
+        outside = executor.submit(noop)  # no span current: a root span
+        clock.advance(2)
+        delayed.result(TIMEOUT)
+        outside.result(TIMEOUT)
+        with pytest.raises(Boom):
+            failing.result(TIMEOUT)
+        executor.shutdown()
+        subscription.close()
+    spans = {span.name: span for span in exporter.get_finished_spans() if span.name != "request"}
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "fail",
+        "noop",
+        "noop",
+        "request",
+    ]
+    by_parent = {
+        (span.parent.span_id if span.parent else None): span
+        for span in exporter.get_finished_spans()
+        if span.name == "noop"
+    }
+    child = by_parent[request.get_span_context().span_id]
+    assert child.kind == SpanKind.INTERNAL
+    assert child.context.trace_id == request.get_span_context().trace_id
+    assert dict(child.attributes) == {
+        "priority_executor.task.id": child.attributes["priority_executor.task.id"],
+        "priority_executor.priority": 5,
+        "priority_executor.attempt": 1,
+        "priority_executor.lane": "api",
+    }
+    assert child.status.status_code == StatusCode.UNSET
+    assert None in by_parent  # the task submitted outside any span
+    assert spans["fail"].status.status_code == StatusCode.ERROR
+    assert spans["fail"].parent.span_id == request.get_span_context().span_id
+    # Its span covers its run, on the wall clock (the manual clock's).
+    assert child.end_time >= child.start_time >= int((clock.wall() - 1) * 1e9)
+
+
+def test_otel_spans_of_retries_a_time_limit_and_a_series() -> None:
+    from opentelemetry.trace import StatusCode
+
+    from priority_executor import record_spans
+
+    provider, exporter, _ = _tracing()
+    clock = ManualClock()
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Boom
+        if len(calls) == 2:
+            started.set()
+            assert release.wait(TIMEOUT)
+        return "done"
+
+    retry = Retry(3, backoff=1, jitter=0)
+    with PriorityExecutor(max_workers=2, clock=clock, retry=retry) as executor:
+        record_spans(executor, tracer_provider=provider)
+        future = executor.options(time_limit=5).submit(flaky)
+        wait_until(lambda: bool(calls), what="the first attempt")
+        wait_until(lambda: executor.stats().scheduled == 1, what="the retry to wait")
+        clock.advance(1)
+        assert started.wait(TIMEOUT)
+        clock.advance(5)  # the second attempt times out
+        release.set()
+        wait_until(lambda: executor.stats().scheduled == 1, what="the third attempt to wait")
+        clock.advance(2)  # the backoff doubles
+        assert future.result(TIMEOUT) == "done"
+        wait_until(lambda: len(exporter.get_finished_spans()) == 3, what="the attempts' spans")
+        series = executor.submit_recurring(noop, interval=1)
+        for count in (4, 5):
+            wait_until(lambda n=count: len(exporter.get_finished_spans()) == n, what="a run")
+            clock.advance(1)
+        series.cancel()
+    spans = exporter.get_finished_spans()
+    attempts = [s for s in spans if s.name.endswith("flaky")]
+    assert [s.attributes["priority_executor.attempt"] for s in attempts] == [1, 2, 3]
+    assert [s.status.status_code for s in attempts] == [
+        StatusCode.ERROR,
+        StatusCode.ERROR,
+        StatusCode.UNSET,
+    ]
+    assert [e.name for e in attempts[1].events] == ["timed out"]
+    assert attempts[1].events[0].attributes["priority_executor.time_limit"] == 5.0
+    assert len([s for s in spans if s.name == "noop"]) >= 2  # a span per run of the series
+    assert len({s.context.span_id for s in spans}) == len(spans)
 
 
 @pytest.mark.timeout(30)

@@ -37,11 +37,12 @@ from priority_executor import (
     Timings,
     current,
     record_metrics,
+    record_spans,
     stop,
     submit_graph,
     timings,
 )
-from priority_executor.events import Finished, Throttled
+from priority_executor.events import Finished, Submitted, Throttled, TimedOut
 from priority_executor.testing import ManualClock
 
 T = TypeVar("T")
@@ -334,6 +335,10 @@ def events_and_timings(ex: PriorityExecutor) -> None:
             assert_type(event.limit, Optional[Literal["max_running", "max_starts", "cooldown"]])
         if isinstance(event, Finished):
             assert_type(event.outcome, Literal["completed", "failed", "cancelled"])
+        if isinstance(event, TimedOut):
+            assert_type(event.limit, float)
+        if isinstance(event, Submitted):
+            assert_type(event.recurring, bool)
 
     subscription = ex.subscribe(on_event)
     assert_type(subscription, Subscription)
@@ -347,8 +352,11 @@ def events_and_timings(ex: PriorityExecutor) -> None:
         assert_type(found.queue, float)
         assert_type(found.started, Optional[float])
     assert_type(record_metrics(ex, max_lanes=5), Subscription)
+    assert_type(record_spans(ex), Subscription)
+    assert_type(found.blocked if found is not None else 0.0, float)
 
     ex.subscribe(f)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.subscribe(on_event, lane="api")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.options(timings="yes")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     record_metrics(ex, max_lanes="5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    record_spans(ex, max_lanes=5)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]

@@ -1,4 +1,4 @@
-"""The twenty-seven measures, in the order they run and are reported.
+"""The twenty-nine measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -21,6 +21,7 @@ from benchmarks.measures import (
     calendar,
     cancellation,
     cpu,
+    events,
     fair_share,
     head_of_line,
     idle,
@@ -194,6 +195,22 @@ MEASURES = (
         awaitable.judge_loop_cpu,
         awaitable.loop_cpu_view,
         group="asyncio",
+    ),
+    Measure(
+        28,
+        "events-throughput",
+        "no-op throughput: no subscriber, a no-op one, otel metrics",
+        events.run_throughput,
+        events.judge_throughput,
+        group="events",
+    ),
+    Measure(
+        29,
+        "events-latency",
+        "start latency: no subscriber, a no-op one, otel metrics",
+        events.run_latency,
+        events.judge_latency,
+        group="events",
     ),
 )
 
