@@ -28,6 +28,8 @@ from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
 from ._gate import Admission, Gate, Listener, deferring
+from ._task import OwnFuture
+from ._token import stop
 
 T = TypeVar("T")
 
@@ -132,8 +134,8 @@ async def _take_room(admission: Admission, gate: Gate) -> None:
 def outcome(loop: asyncio.AbstractEventLoop, future: Future[T]) -> asyncio.Future[T]:
     """An asyncio future that completes as ``future`` does, in ``loop``'s thread, with what
     ``future.result()`` gives (asyncio's ``wrap_future()`` would turn any cancelled future
-    into a bare ``CancelledError``). Cancelled first, it cancels ``future`` at once: a task
-    that has not started never does."""
+    into a bare ``CancelledError``). Cancelled first, it stops ``future``'s task at once, as
+    ``stop()`` does: one that has not started never does, a running one has its token set."""
     waiter = _Outcome(loop, future)
     future.add_done_callback(functools.partial(_copy_soon, loop, waiter))
     return waiter
@@ -156,7 +158,11 @@ class _Outcome(asyncio.Future[T]):
         if not super().cancel(msg):
             return False
         self._source = None
-        if source is not None:
+        if isinstance(source, OwnFuture):
+            # As stop(): a task not started never does; a running one is asked to stop
+            # (its token set), which its future's own cancel() would not do.
+            stop(source)
+        elif source is not None:
             source.cancel()
         return True
 

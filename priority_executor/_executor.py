@@ -411,11 +411,14 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             )
 
     def _limit(self, options: Options | None, lane: LaneState | None) -> float | None:
-        """A run's time limit: its call's, else its lane's, else the executor's."""
+        """A run's time limit: its call's, else its lane's, else that of the nearest
+        enclosing lane that has one, else the executor's."""
         if options is not None and options.time_limit is not None:
             return options.time_limit
-        if lane is not None and lane.time_limit is not None:
-            return lane.time_limit
+        while lane is not None:
+            if lane.time_limit is not None:
+                return lane.time_limit
+            lane = lane.parent
         return self._time_limit
 
     def _check_limit(self) -> None:
@@ -571,6 +574,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             functools.partial(_control.waiting, self._scheduler),
             self._keep_lane,
             parent,
+            self._check_limit,
         )
 
     def _keep_lane(self, state: LaneState) -> None:

@@ -643,6 +643,8 @@ def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None
             limits.set_rates(changes["rates"], now)
         if "cooldown" in changes:
             limits.cooldown = changes["cooldown"]
+        if "time_limit" in changes:  # read by the submits that follow (Executor._limit)
+            lane.time_limit = changes["time_limit"]
         lane.timed = lane.timed or limits.timed
         if "weight" in changes:
             lane.weight = weight = changes["weight"]

@@ -167,6 +167,7 @@ class Lane(Executor):
         waiting: Callable[[LaneState], list[WaitingTask]],
         keep: Callable[[LaneState], object],
         parent: Lane | None,
+        check_limit: Callable[[], object],
     ) -> None:
         self._state = state
         self._scheduler = scheduler
@@ -176,6 +177,7 @@ class Lane(Executor):
         self._keep = keep  # the executor's: a named lane given limits keeps them
         self._waiting = waiting
         self._parent = parent
+        self._check_limit = check_limit  # the executor's: refuses a limit it cannot enforce
         state.facade = weakref.ref(self)
 
     @property
@@ -304,13 +306,16 @@ class Lane(Executor):
         rates: Rates | None = KEEP,
         cooldown: float | timedelta | None = KEEP,
         weight: float | None = KEEP,
+        time_limit: float | timedelta | None = KEEP,
     ) -> None:
         """Change the lane's limits or weight now; what is not given stays, None removes a
         limit (a weight of None is 1). Checked as ``lane()`` checks them: a bad one raises
         and changes nothing. A limit raised lets start at once what it now allows; one
         lowered stops new starts and cancels no running task. ``max_starts`` (with ``per``,
         default 1) sets one rate in place of all, ``rates`` every rate; ``max_starts=None``
-        or ``rates=None`` removes them."""
+        or ``rates=None`` removes them. ``time_limit`` holds for the tasks submitted after
+        it (None: the enclosing lane's or the executor's); a task submitted before keeps
+        the limit it was given, running or not."""
         changes: dict[str, Any] = {}
         if max_running is not KEEP:
             check_max_running(max_running)
@@ -325,6 +330,10 @@ class Lane(Executor):
             changes["cooldown"] = None if cooldown is None else seconds("cooldown", cooldown)
         if weight is not KEEP:
             changes["weight"] = check_weight(weight)
+        if time_limit is not KEEP:
+            changes["time_limit"] = limit = check_time_limit(time_limit)
+            if limit is not None:
+                self._check_limit()
         configure(self._state, self._scheduler, changes)
         self._keep(self._state)
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, TypeVar
 import pytest
 from helpers import TIMEOUT, Boom, Target, blocked_in, blocked_worker
 
-from priority_executor import Expired, PriorityExecutor, QueueFull
+from priority_executor import Expired, PriorityExecutor, QueueFull, TaskStopped, current
 from priority_executor._gate import Gate
 from priority_executor.testing import ManualClock
 
@@ -762,3 +762,29 @@ def test_as_the_loops_default_executor_it_runs_to_thread() -> None:
         assert executor.stats().completed == 1
 
     run(main())
+
+
+def test_cancelling_the_awaiting_coroutine_stops_a_running_task() -> None:
+    started = threading.Event()
+    seen: list[BaseException | None] = []
+
+    def cooperative() -> str:
+        token = current()
+        started.set()
+        assert token.sleep(TIMEOUT)  # set by the coroutine's cancellation, as stop() sets it
+        seen.append(token.reason)
+        return "stopped"
+
+    async def main(executor: PriorityExecutor) -> None:
+        awaiting = asyncio.ensure_future(executor.asubmit(cooperative))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        awaiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await awaiting
+
+    with PriorityExecutor(1) as executor:
+        run(main(executor))
+        wait_until_done = executor.submit(lambda: None)
+        assert wait_until_done.result(TIMEOUT) is None  # the worker was freed by the stop
+    assert len(seen) == 1 and isinstance(seen[0], TaskStopped)

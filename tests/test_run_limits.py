@@ -718,3 +718,64 @@ def test_shutdown_without_waiting_leaves_an_overrun_to_finish_alone() -> None:
     release.set()
     ex.shutdown(wait=True)  # the overrun's end was the last thing it waited for
     assert ex.stats().overrunning == 0 and ex.stats().failed == 1
+
+
+# -- a lane's limit: nested lanes and configure() -----------------------------------------
+
+
+def test_nested_lane_takes_the_nearest_enclosing_lanes_limit() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(4, clock=clock, time_limit=10) as ex, released() as release:
+        outer = ex.lane(time_limit=2)
+        middle = ex.lane(parent=outer)  # no limit of its own: the outer lane's
+        inner = ex.lane(parent=middle, time_limit=4)  # its own wins over the outer one
+        by_middle = middle.submit(hang, release)
+        by_inner = inner.submit(hang, release)
+        wait_until(lambda: ex.stats().running == 2, what="both running")
+        clock.advance(2)
+        assert by_middle.done() and not by_inner.done()
+        clock.advance(2)
+        assert by_inner.done()
+        limits = [f.exception().limit for f in (by_middle, by_inner)]  # type: ignore[union-attr]
+        assert limits == [2, 4]
+
+
+def test_configure_time_limit_holds_for_later_submits_only() -> None:
+    clock = ManualClock()
+    with PriorityExecutor(4, clock=clock) as ex, released() as release:
+        lane = ex.lane("l", time_limit=5)
+        before = lane.submit(hang, release)
+        wait_until(lambda: ex.stats().running == 1, what="the first running")
+        lane.configure(time_limit=timedelta(seconds=1))
+        assert lane.time_limit == 1
+        after = lane.submit(hang, release)
+        wait_until(lambda: ex.stats().running == 2, what="both running")
+        clock.advance(1)
+        assert after.done() and not before.done()  # the running one keeps its limit
+        clock.advance(4)
+        assert before.done()
+        lane.configure(time_limit=None)  # removed: no limit (the executor has none)
+        assert lane.time_limit is None
+        release.set()
+        assert lane.submit(lambda: 7).result(TIMEOUT) == 7
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (-1, ValueError),
+        (0, ValueError),
+        (float("inf"), ValueError),
+        (True, TypeError),
+        ("1", TypeError),
+    ],
+)
+def test_configure_refuses_a_bad_time_limit_and_changes_nothing(
+    bad: object, error: type[Exception]
+) -> None:
+    with PriorityExecutor(1, clock=ManualClock()) as ex:
+        lane = ex.lane("l", max_running=2, time_limit=3)
+        with pytest.raises(error, match="time_limit"):
+            lane.configure(max_running=1, time_limit=bad)  # type: ignore[arg-type]
+        assert lane.time_limit == 3
+        assert ex.lane("l", max_running=2, time_limit=3) is lane  # max_running unchanged too

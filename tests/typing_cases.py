@@ -142,6 +142,9 @@ def accepted(ex: PriorityExecutor, clock: ManualClock) -> None:
     assert_type(hosts.weight, "float | None")
     host.configure(max_running=None, rates=[(5, 1.0)], cooldown=timedelta(seconds=1), weight=3)
     host.configure(max_starts=10, per=2)
+    host.configure(time_limit=timedelta(seconds=5))
+    host.configure(time_limit=None)
+    host.configure(time_limit="5s")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     host.configure(weight="heavy")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     ex.lane(parent="hosts")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
