@@ -1,8 +1,12 @@
-"""Measure 3: start latency, from ``submit()`` to the first line of the task, on idle workers.
+"""Measure 3: start latency, from ``submit()`` to the first line of the task.
 
 This is what a lone request pays when the pool is not busy: waking a worker and handing it
-the task. The task reads the clock as its first line. The caller waits for it in one of two
-ways, interleaved as separate trials:
+the task. Warm, every worker is started and idle first. Cold, as an executor made at
+start-up and handed one request at a time is: a new executor for each ``COLD_REQUESTS``
+requests, its workers started as the requests come (ThreadPoolExecutor starts one per
+submit until it has ``max_workers``), so thread creation is part of what the first ones pay.
+The task reads the clock as its first line. The caller waits for it in one of two ways,
+interleaved as separate trials:
 
 - in ``result()`` (the task is ``time.perf_counter`` itself). The woken worker needs the
   GIL, which the caller holds until it blocks: PE's future, whose lock is its condition,
@@ -36,13 +40,22 @@ complete, and the worker parks again after that, both well within the pause."""
 ON_EVENT = "on an Event"
 """The suffix of the variants whose caller waits on an Event: ``"p50 on an Event"``."""
 PERCENTILES = (50, 99)
+COLD = "cold "
+"""The prefix of the variants on a cold pool: ``"cold p50 on an Event"``."""
+COLD_REQUESTS = 10
+"""Requests handed to each new executor in the cold variants."""
 
 
 def run(sizes: Sizes, progress: Progress) -> Measurement:
     """Time ``sizes.latency_samples`` lone tasks per contender, way of waiting and repetition."""
     samples = sizes.latency_samples
     trials = [
-        Trial(pool.name, f"{pool.name} {way}", partial(start_latency, pool, samples, waiting))
+        Trial(
+            pool.name,
+            f"{pool.name} {prefix}{way}",
+            partial(start_latency, pool, samples, waiting, cold=bool(prefix)),
+        )
+        for prefix in ("", COLD)
         for waiting, way in ((via_result, "in result()"), (via_event, ON_EVENT))
         for pool in all_pools()
     ]
@@ -50,7 +63,8 @@ def run(sizes: Sizes, progress: Progress) -> Measurement:
     note = (
         f"{samples:,} tasks one at a time, {WORKERS} idle workers; the caller waits in"
         f" result(), {GAP * 1e3:g} ms apart, or on an Event the task sets,"
-        f" {EVENT_GAP * 1e3:g} ms apart"
+        f" {EVENT_GAP * 1e3:g} ms apart; cold: a new executor, no worker started, for each"
+        f" {COLD_REQUESTS} of them"
     )
     return Measurement("µs", figures, [note, *notes])
 
@@ -62,7 +76,10 @@ def judge(measurement: Measurement) -> list[Row]:
     After each, a row per baseline revision: PE must start tasks within 5% as early as it.
     """
     rows = []
-    for variant in (*variants(""), *variants(f" {ON_EVENT}")):
+    for variant in (
+        *(f"{prefix}{variant}" for prefix in ("", COLD) for variant in variants("")),
+        *(f"{prefix}{variant}" for prefix in ("", COLD) for variant in variants(f" {ON_EVENT}")),
+    ):
         rows.append(
             anchor_row(
                 measurement,
@@ -86,13 +103,24 @@ Waiting = Callable[[Executor], float]
 """One sample: submit a lone task, wait for it one way, return its start latency in seconds."""
 
 
-def start_latency(pool: Pool, samples: int, waiting: Waiting) -> dict[str, float]:
-    """p50 and p99, in µs, of ``samples`` start latencies on idle started workers."""
-    with running(pool, WORKERS) as executor:
-        latencies = [waiting(executor) for _ in range(samples)]
+def start_latency(pool: Pool, samples: int, waiting: Waiting, cold: bool) -> dict[str, float]:
+    """p50 and p99, in µs, of ``samples`` start latencies: on idle started workers, or
+    ``cold``, on new executors that start their workers as the requests come."""
+    if cold:
+        latencies = []
+        for _ in range(max(1, samples // COLD_REQUESTS)):
+            executor = pool.make(WORKERS)
+            try:
+                latencies += [waiting(executor) for _ in range(COLD_REQUESTS)]
+            finally:
+                executor.shutdown(wait=True, cancel_futures=True)
+    else:
+        with running(pool, WORKERS) as executor:
+            latencies = [waiting(executor) for _ in range(samples)]
+    prefix = COLD if cold else ""
     suffix = f" {ON_EVENT}" if waiting is via_event else ""
     return {
-        name: percentile(latencies, percent) * 1e6
+        f"{prefix}{name}": percentile(latencies, percent) * 1e6
         for name, percent in zip(variants(suffix), PERCENTILES)
     }
 
