@@ -269,7 +269,7 @@ def select(names: Sequence[str]) -> list[Measure]:
 
 
 def groups() -> list[str]:
-    """The group keys, each once: ``calendar``."""
+    """The group keys, each once: ``calendar``, ``asyncio``, ``lane-keys``."""
     return list(dict.fromkeys(m.group for m in MEASURES if m.group))
 
 
