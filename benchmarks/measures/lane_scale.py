@@ -10,6 +10,7 @@ anchor of both rows, and with ``ThreadPoolExecutor``'s plain submits for referen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -53,10 +54,14 @@ def judge(measurement: Measurement) -> list[Row]:
             label=variant,
             baseline=PLAIN,
             target=f"PE >= {ratio}x {PLAIN}",
-            verdict=lambda medians, ratio=ratio: medians[PE] >= ratio * medians[PLAIN],
+            verdict=partial(at_least, ratio),
         )
         for variant, ratio in MIN_RATIO.items()
     ]
+
+
+def at_least(ratio: float, medians: Mapping[str, float]) -> bool:
+    return medians[PE] >= ratio * medians[PLAIN]
 
 
 def in_lanes(tasks: int, variant: str) -> dict[str, float]:
