@@ -37,6 +37,10 @@ class Sizes:
     calendar_boundary_s: float
     calendar_lead_s: float
     calendar_boundary_repetitions: int
+    key_lanes: int
+    idle_lanes: int
+    key_tasks: int
+    limiter_keys: int
 
 
 FULL = Sizes(
@@ -68,6 +72,10 @@ FULL = Sizes(
     calendar_boundary_s=60.0,
     calendar_lead_s=15.0,
     calendar_boundary_repetitions=3,
+    key_lanes=100_000,
+    idle_lanes=1_000_000,
+    key_tasks=200_000,
+    limiter_keys=100_000,
 )
 
 QUICK = Sizes(
@@ -99,6 +107,10 @@ QUICK = Sizes(
     calendar_boundary_s=1.0,
     calendar_lead_s=2.0,
     calendar_boundary_repetitions=5,
+    key_lanes=10_000,
+    idle_lanes=50_000,
+    key_tasks=20_000,
+    limiter_keys=5_000,
 )
 
 SEED = 20_240_601

@@ -1,4 +1,4 @@
-"""The twenty-nine measures, in the order they run and are reported.
+"""The thirty-five measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -25,7 +25,9 @@ from benchmarks.measures import (
     fair_share,
     head_of_line,
     idle,
+    lane_keys,
     lane_rate,
+    lane_scale,
     lane_throughput,
     latency,
     lateness,
@@ -212,6 +214,56 @@ MEASURES = (
         events.judge_latency,
         group="events",
     ),
+    Measure(
+        30,
+        "lane-scale",
+        "no-op throughput in 1,000 lanes",
+        lane_scale.run,
+        lane_scale.judge,
+    ),
+    Measure(
+        31,
+        "key-memory",
+        "memory per idle named lane with a rate",
+        lane_keys.run_memory,
+        lane_keys.judge_memory,
+        group="lane-keys",
+    ),
+    Measure(
+        32,
+        "key-idle",
+        "threads and timers of idle lanes",
+        lane_keys.run_idle,
+        lane_keys.judge_idle,
+        lane_keys.idle_view,
+        group="lane-keys",
+    ),
+    Measure(
+        33,
+        "key-throughput",
+        "no-op throughput over rate-limited keys",
+        lane_keys.run_throughput,
+        lane_keys.judge_throughput,
+        group="lane-keys",
+    ),
+    Measure(
+        34,
+        "limiter-decisions",
+        "a key's limit check, decisions a second",
+        lane_keys.run_limiters,
+        lane_keys.judge_decisions,
+        lane_keys.decisions_view,
+        group="lane-keys",
+    ),
+    Measure(
+        35,
+        "limiter-memory",
+        "a key's limit check, bytes a key",
+        lane_keys.run_limiters,
+        lane_keys.judge_bytes,
+        lane_keys.bytes_view,
+        group="lane-keys",
+    ),
 )
 
 
@@ -234,7 +286,7 @@ def select(names: Sequence[str]) -> list[Measure]:
 
 
 def groups() -> list[str]:
-    """The group keys, each once: ``calendar``."""
+    """The group keys, each once: ``calendar``, ``asyncio``, ``lane-keys``."""
     return list(dict.fromkeys(m.group for m in MEASURES if m.group))
 
 
