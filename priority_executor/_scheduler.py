@@ -196,17 +196,14 @@ class Scheduler(Promotion, Closing):
         if self.closed is not None:
             self.check_open()
         workers = self.workers
-        lock_free = key is not None and (ext is None or ext.lock_free)
-        if (
-            not lock_free
-            and (not workers.idle if due_now else not workers.threads)
-            and len(workers.threads) < workers.max_workers
+        if (not workers.idle if due_now else not workers.threads) and (
+            len(workers.threads) < workers.max_workers
         ):
             # Before the task is queued: if no worker can start and none runs, this raises
             # with nothing to take back. A delayed task needs one worker, started now:
             # Python 3.12+ starts no thread at interpreter exit, when it may become due.
             workers.start_worker(self)
-        if key is not None and lock_free:  # key: for the type checker
+        if key is not None and (ext is None or ext.lock_free):
             # The common case: no lock (see the module docstring). A task with a deadline,
             # a retry policy or a recurrence takes it: it needs the promoter. Here its
             # extension, if any, is its lane (see Hooks.lock_free).
@@ -227,15 +224,6 @@ class Scheduler(Promotion, Closing):
             # first and looks again (see take()), so one of the two always sees the other.
             if workers.idle:
                 workers.wake_one()
-            elif len(workers.threads) < workers.max_workers:
-                # After the append, as ThreadPoolExecutor does: a new worker finds the task
-                # at once, instead of parking as idle and being woken for it (a cold pool's
-                # start latency). If none can start and none runs, the task is taken back.
-                try:
-                    workers.start_worker(self)
-                except RuntimeError:
-                    if self._take_back(task):
-                        raise
             # After the append too: shutdown, and a lane's, close before they look at the
             # intake for the last time, so either that look finds this task or this check
             # finds it closed (then the task is taken back, unless a worker started it).
