@@ -292,8 +292,10 @@ def test_a_hundred_thousand_submits_wait_for_room_and_the_loop_keeps_its_callbac
                 release.set()
                 await asyncio.gather(*submits)
         assert done == count
-        assert waiting < 0.1  # while they wait: nothing but the heartbeat runs
-        assert making < 0.25 and max(heartbeat.gaps) < 0.25  # as they are made, and go in
+        # Bounds a loaded machine stays under (gaps of 0.4 s seen with two suites running
+        # beside): a loop held while 100,000 submits go in, or polling, takes seconds.
+        assert waiting < 0.5  # while they wait: nothing but the heartbeat runs
+        assert making < 1.0 and max(heartbeat.gaps) < 1.0  # as they are made, and go in
 
     # Off: the collector's full passes over 100,000 coroutines and their frames hold up
     # the loop 0.2-0.4 s each, in any program with that many tasks; not what is measured.
