@@ -1847,7 +1847,7 @@ def test_executor_follows_the_reference_model(policy: str) -> None:
             derandomize=DERANDOMIZE,
             stateful_step_count=30,
             deadline=None,
-            phases=None if SHRINK else [Phase.explicit, Phase.generate],
+            phases=tuple(Phase) if SHRINK else (Phase.explicit, Phase.generate),
             database=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),
