@@ -100,7 +100,7 @@ def waiting(core: Scheduler, lane: Lane | None = None) -> list[WaitingTask]:
                 continue
             left = room.get(own)
             if left is None:
-                left = own.counts[READY] - len(own.given) - own.held_back(now)
+                left = own.ungiven() - own.held_back(now)
             room[own] = left - 1
             if left > 0:
                 ready.append(task)

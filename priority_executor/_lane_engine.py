@@ -364,7 +364,7 @@ class LaneState:
         tasks now, and when it lets the next one start (``math.inf``: a run's end does).
         None if none does: its room is about to be given."""
         # Its READY tasks that may start now (a lane alone's, not given room) start first.
-        ahead = self.counts[READY] - len(self.given) - self.held_back(now) if self.solo else 0
+        ahead = self.ungiven() - self.held_back(now)
         for lane in self.chain():
             taken = len(lane.given) + ahead
             if lane.limits.room(now) <= taken:
@@ -512,12 +512,21 @@ class LaneState:
                 self._take_room(entry, now, core, effects)
         return THROTTLED
 
+    def ungiven(self) -> int:
+        """How many of its own READY tasks hold no room: a lane alone's (see start)."""
+        if self.parent is not None:
+            return 0  # a lane inside another: its READY tasks are all given room
+        if self.solo:
+            return self.counts[READY] - len(self.given)
+        # Come due while it was alone, they stay so when it gets a lane inside, until a
+        # worker takes them; ``given`` holds the inner lanes' tasks too.
+        own = [task for task in self.given if task.ext is not None and task.ext.lane is self]
+        return self.counts[READY] - len(own)
+
     def held_back(self, now: float) -> int:
-        """How many of its READY tasks not given room (a lane alone's) cannot start now:
-        they count as throttled (see ``_control.stats``)."""
-        if not self.solo:
-            return 0  # its READY tasks are given room, but for a moment as it got a lane inside
-        ungiven = self.counts[READY] - len(self.given)
+        """How many of its READY tasks not given room cannot start now: they count as
+        throttled (see ``_control.stats``)."""
+        ungiven = self.ungiven()
         if ungiven <= 0:
             return 0
         room = self.limits.room(now) - len(self.given)

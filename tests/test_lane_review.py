@@ -393,3 +393,24 @@ def test_a_failed_lookup_of_a_shut_down_lane_changes_nothing() -> None:
         with pytest.raises(RuntimeError, match="was shut down"):
             ex.lane("tenant")
         assert ex.lane("tenant", max_running=1).submit(int).result(timeout=TIMEOUT) == 0
+
+
+# -- Found by the model test: a lane that gets a lane inside it keeps its count -----------
+
+
+@pytest.mark.timeout(20)
+def test_due_while_alone_counted_throttled_beyond_room_after_a_lane_inside() -> None:
+    # Due while the lane was alone, its tasks took no room (a worker takes it as it takes
+    # them); beyond its room they count as throttled, and still do once a lane inside it
+    # makes it share its room: no worker is free to take them and find out.
+    with PriorityExecutor(max_workers=1) as ex, blocked_worker(ex) as (release, _):
+        lane = ex.lane("tenant", max_running=1)
+        futures = [lane.submit(int, n) for n in range(3)]
+        wait_until(lambda: ex.stats().ready + ex.stats().throttled == 3, what="all three due")
+        assert (ex.stats().ready, ex.stats().throttled) == (1, 2)
+        ex.lane("inner", parent=lane)
+        assert (ex.stats().ready, ex.stats().throttled) == (1, 2)
+        assert (lane.stats().ready, lane.stats().throttled) == (1, 2)
+        assert [w.state for w in ex.waiting()].count("ready") == 1
+        release.set()
+        assert [f.result(timeout=TIMEOUT) for f in futures] == [0, 1, 2]

@@ -94,11 +94,6 @@ DERANDOMIZE = "PRIORITY_EXECUTOR_MODEL_EXAMPLES" not in os.environ
 # until the failures they find with the lane engine are diagnosed (a model's bug or the
 # engine's); PRIORITY_EXECUTOR_MODEL_FEATURES=1 turns them on.
 FEATURES = os.environ.get("PRIORITY_EXECUTOR_MODEL_FEATURES") == "1"
-# Which due tasks are ready and which throttled: with SPLIT off the model checks how many are
-# due, not which of them are ready. Off in the suite until the engine throttles a due task
-# that an enclosing lane holds back (issue 44, defect 3: it shows such a task ready, e.g.
-# after configure() gives a weight and a cooldown); PRIORITY_EXECUTOR_MODEL_SPLIT=1 checks it.
-SPLIT = os.environ.get("PRIORITY_EXECUTOR_MODEL_SPLIT") == "1"
 # A bug hunt's failing example, at once: each shrink step waits out the settle timeout, so a
 # shrinking run can take minutes. PRIORITY_EXECUTOR_MODEL_SHRINK=0 reports it unshrunk.
 SHRINK = os.environ.get("PRIORITY_EXECUTOR_MODEL_SHRINK") != "0"
@@ -1043,10 +1038,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         stats = self.ex.stats()
         # With weights too: how many are ready does not depend on which of equals fair share
         # puts first (see Model.shown).
-        if SPLIT:
-            assert stats == m.stats(), f"executor {stats}, model {m.stats()}"
-        else:
-            assert due_together(stats) == due_together(m.stats()), (stats, m.stats())
+        assert stats == m.stats(), f"executor {stats}, model {m.stats()}"
         # Each task in exactly one field, each run of a series once, a cancelled series once
         # (and its waiting run not): counted from what the test submitted and the journal.
         counted = sum(dataclasses.astuple(stats)) - stats.retries - stats.overrunning
@@ -1062,7 +1054,7 @@ class ExecutorMachine(RuleBasedStateMachine):
             )
         for lane, mlane in self.lanes:
             lane_stats = lane.stats()
-            if m.weighted or not SPLIT:
+            if m.weighted:
                 # Which lane's due task has an enclosing lane's room is fair share's.
                 assert due_together(lane_stats) == due_together(m.stats(mlane)), mlane.name
             else:
@@ -1127,14 +1119,14 @@ class ExecutorMachine(RuleBasedStateMachine):
 
         def compare(snapshot: list[WaitingTask], lane: MLane | None) -> None:
             rows, model = shown(snapshot), expected(lane)
-            if self.m.weighted or not SPLIT:
+            if self.m.weighted:
                 # The due ones in fair share's order, which the model does not predict: the
                 # same tasks, as many ready of the executor's, then the scheduled in order.
                 due = sum(row[1] != "scheduled" for row in model)
                 assert rows[due:] == model[due:], lane
                 states = [row[1] for row in rows[:due]]
                 assert states == sorted(states), rows  # ready first, then throttled
-                if lane is None and SPLIT:
+                if lane is None:
                     assert states.count("ready") == sum(row[1] == "ready" for row in model)
                 assert sorted(row[0] for row in rows[:due]) == sorted(
                     row[0] for row in model[:due]
