@@ -33,12 +33,12 @@ from ._events import (
     Throttled,
     TimedOut,
 )
+from ._executor import PriorityExecutor
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
     from opentelemetry.trace import Span, SpanContext, Tracer, TracerProvider
 
-    from ._executor import PriorityExecutor
 
 _EXTRA = "pip install 'priority_executor[otel]'"
 STATES = ("scheduled", "ready", "throttled", "running")
@@ -53,6 +53,7 @@ def record_metrics(
     """Record ``executor``'s metrics with OpenTelemetry (``meter_provider``, default the
     global one), for the tasks submitted from now on, until the returned subscription is
     closed. ``max_lanes``: how many lane names get a series of their own."""
+    _check_executor(executor)
     try:
         from opentelemetry import metrics
     except ImportError:
@@ -101,6 +102,7 @@ def record_spans(
     ``priority_executor.attempt``, and ``priority_executor.lane`` for a task in a named lane.
     A run that failed (or timed out, or was cancelled while it ran) has the status
     ``ERROR``; a time limit reached is a span event ``"timed out"``."""
+    _check_executor(executor)
     try:
         from opentelemetry import trace
     except ImportError:
@@ -111,6 +113,11 @@ def record_spans(
     from . import __version__
 
     return executor.subscribe(_Spans(provider.get_tracer("priority_executor", __version__)))
+
+
+def _check_executor(executor: object) -> None:
+    if not isinstance(executor, PriorityExecutor):
+        raise TypeError(f"executor must be a PriorityExecutor, not {type(executor).__name__}")
 
 
 class _Spans:

@@ -21,6 +21,8 @@ from priority_executor import (
     PriorityExecutor,
     QueueFull,
     Retry,
+    record_metrics,
+    record_spans,
     timings,
 )
 from priority_executor import _events as events_module
@@ -898,3 +900,9 @@ def test_a_subscriber_raising_system_exit_stops_neither_the_tasks_nor_the_events
     # Logged as ThreadPoolExecutor logs what escapes its worker; the thread goes on.
     assert any(r.levelno == logging.CRITICAL for r in caplog.records)
     assert len(log.of(Finished)) == 3
+
+
+@pytest.mark.parametrize("record", [record_metrics, record_spans])
+def test_recording_anything_but_an_executor_names_the_argument(record: Any) -> None:
+    with pytest.raises(TypeError, match="executor must be a PriorityExecutor, not str"):
+        record("executor")
