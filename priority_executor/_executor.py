@@ -31,21 +31,21 @@ from ._arguments import (
     deadline_time,
     due_time,
     expiry_time,
-    seconds,
 )
 from ._backend import RemoteFuture, open_backend
-from ._calendar import Calendar, Schedule
+from ._calendar import Schedule
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._dependencies import Blocked, Upstreams
 from ._events import Channel, Event, Events, Observer, Subscription
 from ._extension import Extension, Observed
 from ._gate import QueueFull, make_gate
 from ._lane_engine import LaneState
+from ._lane_registry import LaneRegistry
 from ._lanes import Lane, make_lane_state, parent_state
 from ._limits import Smooth
 from ._options import Options
 from ._policies import Aging, Policy, PriorityFirst
-from ._recurring import Recurrence
+from ._recurring import series_of
 from ._retry import Retry, check_retry
 from ._runtime import check_time_limit, limited_future
 from ._scheduler import Scheduler
@@ -56,9 +56,6 @@ from ._work_queue import WorkQueue
 from ._workers import WorkerPool
 
 _DEFAULT_POLICY = PriorityFirst()
-_LANE_DEFAULTS = make_lane_state(
-    None, None, None, None, None, None, None, False, None, None
-).settings()
 _cpu_count = getattr(os, "process_cpu_count", os.cpu_count)
 
 
@@ -190,15 +187,8 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         # lock: it only asks the executor's own threads to shut it down.
         finalizer = weakref.finalize(self, scheduler.request_shutdown, _lifecycle.shutdown_reason())
         finalizer.atexit = False  # at exit, _lifecycle shuts down every executor and waits
-        # Named lanes: every one while anything references it; those made with options in
-        # _kept as well, until their shutdown, so that their limits hold whoever looks them
-        # up. One made without has nothing to lose: once idle and unreferenced, it is gone.
-        # The names of those kept that were shut down, in _shut: a lookup without options
-        # must not make a lane without the limits of the one it names.
-        self._lanes: weakref.WeakValueDictionary[str, LaneState] = weakref.WeakValueDictionary()
-        self._kept: dict[str, LaneState] = {}
-        self._shut: set[str] = set()
-        self._lanes_lock = threading.Lock()
+        self._registry = LaneRegistry()
+        self._events_lock = threading.Lock()  # see subscribe()
         # Its tasks that wait for upstreams (see _dependencies).
         self._blocked = Blocked()
         # Its subscribers (see subscribe()), and while it has any, where its tasks' events go.
@@ -355,31 +345,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             priority = 0 if lane is None else lane.priority
         self._check_priority(priority)
         scheduler = self._scheduler
-        recurrence: Recurrence | Calendar
-        if callable(getattr(interval, "next_after", None)):
-            if isinstance(interval, type):
-                raise TypeError(
-                    f"interval must be a schedule, such as Cron('0 2 * * *'), not the class"
-                    f" {interval.__name__} itself"
-                )
-            if fixed_rate:
-                raise ValueError(
-                    "fixed_rate applies to an interval in seconds: a schedule's runs fall on"
-                    " its own slots"
-                )
-            recurrence = Calendar(cast(Schedule, interval))
-            # Its first slot after the first due time (asked here: the schedule is user
-            # code, which may raise, and must run before anything is queued).
-            wall = recurrence.first(clock.wall() + (due - now))
-            due = now + (wall - clock.wall())  # placed anew under the lock (see WallTime)
-        else:
-            if isinstance(interval, str):
-                raise TypeError(
-                    f"interval must be a number of seconds, a timedelta or a schedule, not"
-                    f" str (for a cron expression, pass Cron({interval!r}))"
-                )
-            period = seconds("interval", interval, positive=True)
-            recurrence = Recurrence(due, period, fixed_rate)
+        recurrence, due, wall = series_of(interval, fixed_rate, clock, now, due, wall)
         limit = self._limit(options, lane)
         if limit is not None:
             self._check_limit()
@@ -501,49 +467,26 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         self._check_priority(state.priority)
         self._scheduler.check_open()
         if name is None:
-            return self._new_lane(state)
-        given = state.settings()
-        if rates is None:
-            # Made of max_starts and per, each compared on its own: per left out is no
-            # claim on the lane's.
-            given["rates"] = _LANE_DEFAULTS["rates"]
-        with self._lanes_lock:
-            live = self._lanes.get(name)
-            if live is None or live.closed:
-                if name in self._shut:
-                    if given == _LANE_DEFAULTS:
-                        raise RuntimeError(
-                            f"lane {name!r} was shut down, and its limits with it: give"
-                            " options to make a new lane of that name"
-                        )
-                    self._shut.remove(name)
-                self._lanes[name] = state
-                if given != _LANE_DEFAULTS:
-                    self._kept[name] = state
-                return self._new_lane(state)
-            for option, value in live.settings().items():
-                if given[option] != _LANE_DEFAULTS[option] and given[option] != value:
-                    raise ValueError(
-                        f"lane {name!r} has {option}={value!r}, not {given[option]!r}: a named"
-                        " lane keeps the options it was made with"
-                    )
-            facade = None if live.facade is None else live.facade()
-            return self._lane_facade(live) if facade is None else facade
+            self._made(state)
+            return self._lane_facade(state)
+        made = self._registry.lane(state, rates is not None, self._made)
+        if made is state:
+            return self._lane_facade(state)
+        facade = None if made.facade is None else made.facade()
+        return self._lane_facade(made) if facade is None else facade
 
     def lanes(self) -> dict[str, Lane]:
         """The named lanes, by name: every one made with options and not shut down, and
         those made without while something references them. Each ``Lane`` shows its
         options (``max_running``, ``max_starts``, ``per``, ``cooldown``, ...)."""
-        with self._lanes_lock:
-            states = [state for state in self._lanes.values() if not state.closed]
         lanes = {}
-        for state in states:
+        for state in self._registry.live():
             facade = None if state.facade is None else state.facade()
             lanes[cast(str, state.name)] = self._lane_facade(state) if facade is None else facade
         return lanes
 
-    def _new_lane(self, state: LaneState) -> Lane:
-        """The façade of a lane just made. A bound of its own makes every submit of the
+    def _made(self, state: LaneState) -> None:
+        """A lane was just made. A bound of its own makes every submit of the
         executor look for room (see Scheduler.bound): only once the lane is really made,
         not for a call that returns an existing lane or refuses its options."""
         if state.gate is not None:
@@ -552,7 +495,6 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         if state.weight is not None:
             self._scheduler.locked(lambda effects: self._scheduler.share_fairly())
         self._configured(state)
-        return self._lane_facade(state)
 
     def _configured(self, state: LaneState) -> None:
         """A lane was made, or configured: its subscribers are told its options."""
@@ -570,7 +512,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             self._scheduler,
             self._schedule,
             self._schedule_recurring,
-            self._forget_lane,
+            self._registry.shut,
             functools.partial(_control.waiting, self._scheduler),
             self._keep_lane,
             parent,
@@ -578,24 +520,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         )
 
     def _keep_lane(self, state: LaneState) -> None:
-        """A lane was configured: a named one given options keeps them (see lane())."""
+        """A lane was configured."""
         self._configured(state)
-        with self._lanes_lock:
-            if (
-                state.name is not None
-                and not state.closed
-                and self._lanes.get(state.name) is state
-                and state.settings() != _LANE_DEFAULTS
-            ):
-                self._kept[state.name] = state
-
-    def _forget_lane(self, state: LaneState) -> None:
-        """A lane was shut down: its memory given back once it drains; the name of one
-        kept for its options stays taken (see lane())."""
-        with self._lanes_lock:
-            if state.name is not None and self._kept.get(state.name) is state:
-                del self._kept[state.name]
-                self._shut.add(state.name)
+        self._registry.configured(state)
 
     def subscribe(
         self, callback: Callable[[Event], object], *, lane: Lane | None = None
@@ -609,7 +536,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         state = parent_state(self._scheduler, lane, "lane")
         self._scheduler.check_open()
         subscription = Subscription(_weak_call(self._unsubscribe), callback, state)
-        with self._lanes_lock:
+        with self._events_lock:
             events = self._events
             if events is None:
                 self._events = events = Events(
@@ -620,7 +547,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         return subscription
 
     def _unsubscribe(self, subscription: Subscription) -> None:
-        with self._lanes_lock:
+        with self._events_lock:
             if self._events is not None and not self._events.unsubscribe(subscription):
                 self._observing = None
 

@@ -10,7 +10,14 @@ completes (``Task.__call__``), is the one place that ends a series.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Callable, cast
+
+from ._arguments import seconds
+from ._calendar import Calendar, Schedule
+
+if TYPE_CHECKING:
+    from ._clock import Clock
 
 
 class Recurrence:
@@ -44,3 +51,42 @@ class Recurrence:
     def __repr__(self) -> str:
         kind = "fixed rate" if self.fixed_rate else "fixed delay"
         return f"<Recurrence every {self.interval} s, {kind}>"
+
+
+def series_of(
+    interval: float | timedelta | Schedule,
+    fixed_rate: bool,
+    clock: Clock,
+    now: float,
+    due: float,
+    wall: float | None,
+) -> tuple[Recurrence | Calendar, float, float | None]:
+    """What ``submit_recurring()``'s ``interval`` means: a schedule's slots or a period,
+    checked, naming the argument; with the first due time (and wall time) ``due`` (and
+    ``wall``), a schedule's moved to its first slot after them."""
+    recurrence: Recurrence | Calendar
+    if callable(getattr(interval, "next_after", None)):
+        if isinstance(interval, type):
+            raise TypeError(
+                f"interval must be a schedule, such as Cron('0 2 * * *'), not the class"
+                f" {interval.__name__} itself"
+            )
+        if fixed_rate:
+            raise ValueError(
+                "fixed_rate applies to an interval in seconds: a schedule's runs fall on"
+                " its own slots"
+            )
+        recurrence = Calendar(cast(Schedule, interval))
+        # Its first slot after the first due time (asked here: the schedule is user
+        # code, which may raise, and must run before anything is queued).
+        wall = recurrence.first(clock.wall() + (due - now))
+        due = now + (wall - clock.wall())  # placed anew under the lock (see WallTime)
+    else:
+        if isinstance(interval, str):
+            raise TypeError(
+                f"interval must be a number of seconds, a timedelta or a schedule, not"
+                f" str (for a cron expression, pass Cron({interval!r}))"
+            )
+        period = seconds("interval", interval, positive=True)
+        recurrence = Recurrence(due, period, fixed_rate)
+    return recurrence, due, wall

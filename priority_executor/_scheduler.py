@@ -25,11 +25,7 @@ the GIL. A task that becomes due under the lock goes straight to the ready heap.
 The "ready heap" is a heap and a deque that ``take()`` merges: a task that comes after
 every one in the deque by the policy's order joins the deque (O(1)), any other the heap.
 
-Some callers cannot know who holds the lock: a future telling its task of a cancel() (a signal
-handler or a ``__del__`` as well), a worker counting its lane's run end, the executor's GC
-finalizer. They never block on it: they ``post()`` a step, which whoever holds the lock next
-does before it releases it (``_release()``); the finalizer only raises a flag and wakes a
-thread.
+Some callers cannot know who holds the lock: they ``post()`` a step (see ``_posting``).
 """
 
 from __future__ import annotations
@@ -44,13 +40,14 @@ from collections import deque
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
-from . import _effects, _threads
+from . import _threads
 from ._clock import WallTime
 from ._closing import Closing, fail_fresh, fresh
 from ._effects import Effects
 from ._fair import Fair
 from ._gate import Gate, admit
 from ._policies import Policy, key_function
+from ._posting import Posting
 from ._promoter import Promoter
 from ._promotion import Promotion
 from ._task import (
@@ -77,7 +74,7 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 
-class Scheduler(Promotion, Closing):
+class Scheduler(Promotion, Closing, Posting):
     # A heuristic on CPython's internals, named as such: an instance keeps its attributes
     # in its fast layout only while they are fewer than 30 (SHARED_KEYS_MAX_SIZE); with a
     # 30th, each ``self.x`` of the hot path is a dict lookup, 2% of a plain task's
@@ -188,9 +185,7 @@ class Scheduler(Promotion, Closing):
             try:
                 key = self._key(task)
             except Exception as exc:  # a broken policy fails this task, not the executor
-                self.locked(functools.partial(self._fail_new, task, exc))
-                with _threads.acting_for(self):
-                    task.fail(exc)
+                self._fail_new(task, exc)
                 return
         ext = task.ext
         if self.closed is not None:
@@ -215,10 +210,7 @@ class Scheduler(Promotion, Closing):
                     self.promoter.start()  # a window or cooldown may need a timer
             task.state = INTAKE
             if self.gated:  # counted before the intake counts it: never fewer
-                if self.gate is not None:
-                    self.gate.waiting.append(None)
-                if lane is not None and lane.gate is not None:
-                    lane.gate.waiting.append(None)  # the rest: see LaneState.moved
+                self._count_gated(lane)
             self.intake.append((*key, task._seq, task))
             # After the append: a worker that finds the intake empty registers as idle
             # first and looks again (see take()), so one of the two always sees the other.
@@ -261,6 +253,14 @@ class Scheduler(Promotion, Closing):
         if woke:
             time.sleep(0)  # the one portable way to hand the GIL over
 
+    def _count_gated(self, lane: Lane | None) -> None:
+        """A task to the intake counts in its gates' waiting tasks (the rest: see
+        ``LaneState.moved``)."""
+        if self.gate is not None:
+            self.gate.waiting.append(None)
+        if lane is not None and lane.gate is not None:
+            lane.gate.waiting.append(None)
+
     def check_accepts(self, task: Task) -> None:
         """Raise if the executor, or the task's lane, takes no more tasks: a submit blocked
         when shutdown begins raises."""
@@ -268,7 +268,13 @@ class Scheduler(Promotion, Closing):
         if task.ext is not None:
             task.ext.check_open()
 
-    def _fail_new(self, task: Task, exc: Exception, effects: Effects) -> None:
+    def _fail_new(self, task: Task, exc: Exception) -> None:
+        """add() of a task whose policy key raised: it fails, not the executor."""
+        self.locked(functools.partial(self._count_failed_new, task))
+        with _threads.acting_for(self):
+            task.fail(exc)
+
+    def _count_failed_new(self, task: Task, effects: Effects) -> None:
         self.check_open()
         if task.ext is not None:  # a closed lane refuses it, as if its key were fine
             task.ext.check_open()
@@ -478,17 +484,9 @@ class Scheduler(Promotion, Closing):
                 if later or posted:
                     self.count_posted(effects)
                 if intake:
-                    if len(intake) == 1 and not (in_order or ready or self.fair):
-                        # A lone submit, as on an idle pool: the drain would push it only
-                        # for the loop below to pop it at once; 10% of the worker's
-                        # instructions a start (docs/performance.md).
-                        lone: Task = intake[0][-1]
-                        if lone.state == INTAKE and lone.ext is None:
-                            intake.popleft()
-                            self.counts[INTAKE] += 1  # out of the intake's length, as a drain
-                            self.move(lone, STARTED, _NO_EFFECTS)
-                            return lone
-                    self.drain_intake(effects)
+                    lone = self._drain_for_take(effects)
+                    if lone is not None:
+                        return lone
                 while in_order or ready:
                     if in_order and (not ready or in_order[0] < ready[0]):
                         entry = in_order.popleft()
@@ -530,6 +528,21 @@ class Scheduler(Promotion, Closing):
                 self.gate.wake()  # a task started: its room is free
             if finished:
                 self._wind_down()
+
+    def _drain_for_take(self, effects: Effects) -> Task | None:
+        """take()'s drain of the intake. A lone submit, as on an idle pool, is claimed here,
+        returned STARTED: the drain would push it only for take() to pop it at once; 10% of
+        the worker's instructions a start (docs/performance.md)."""
+        intake = self.intake
+        if len(intake) == 1 and not (self.in_order or self.ready or self.fair):
+            lone: Task = intake[0][-1]
+            if lone.state == INTAKE and lone.ext is None:
+                intake.popleft()
+                self.counts[INTAKE] += 1  # out of the intake's length, as a drain
+                self.move(lone, STARTED, _NO_EFFECTS)
+                return lone
+        self.drain_intake(effects)
+        return None
 
     def _take_shared(self, effects: Effects) -> Task | None:
         """take(), once fair share is on: the next task by the shares (see _fair)."""
@@ -588,60 +601,6 @@ class Scheduler(Promotion, Closing):
         finally:
             workers.lock_for_worker(lock, park)
         return False
-
-    # -- steps posted without the lock -------------------------------------------------------
-
-    def locked(self, step: Callable[[Effects], R]) -> R:
-        """Do ``step(effects)`` under the lock, then what it left to do."""
-        effects = Effects()
-        self.lock.acquire()
-        try:
-            result = step(effects)
-        finally:
-            self._release()
-        self._apply(effects)
-        return result
-
-    def post(self, step: Callable[[Effects], object], flush: bool = True) -> None:
-        """Have ``step(effects)`` done under the lock, without waiting for it: at once if
-        the lock is free, else by its holder before it lets go (see ``_release``). Not
-        ``flush``: a step that may wait for the next thread that takes the lock, a worker
-        in ``take()`` or a reader of the counts (a lane's run end, which most often finds
-        a worker on its way). Never blocks: for callers that cannot know who holds the
-        lock."""
-        if flush:
-            self._posted.append(step)
-            self._flush_posted()
-        else:
-            self.later.append(step)
-
-    def count_posted(self, effects: Effects) -> None:
-        """Do the posted steps, under the lock: whatever reads counts does this first."""
-        for posted in (self.later, self._posted):
-            while posted:
-                posted.popleft()(effects)
-
-    def _flush_posted(self) -> None:
-        while self._posted and self.lock.acquire(False):
-            effects = Effects()
-            try:
-                self.count_posted(effects)
-                self.discarded(effects)
-            finally:
-                self.lock.release()
-            self._apply(effects)
-
-    def _release(self) -> None:
-        """Release the lock, then do what was posted while it was held."""
-        self.lock.release()
-        if self._posted:
-            self._flush_posted()
-
-    def _apply(self, effects: Effects) -> None:
-        if effects.later or effects.finally_ or effects.drop:  # most locked sections leave none
-            # Callbacks of this executor's futures run here: they must not wait for it.
-            with _threads.acting_for(self):
-                _effects.apply(effects)
 
     # -- cancellation ------------------------------------------------------------------------
 
