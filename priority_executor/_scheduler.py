@@ -191,13 +191,6 @@ class Scheduler(Promotion, Closing, Posting):
         if self.closed is not None:
             self.check_open()
         workers = self.workers
-        if (not workers.idle if due_now else not workers.threads) and (
-            len(workers.threads) < workers.max_workers
-        ):
-            # Before the task is queued: if no worker can start and none runs, this raises
-            # with nothing to take back. A delayed task needs one worker, started now:
-            # Python 3.12+ starts no thread at interpreter exit, when it may become due.
-            workers.start_worker(self)
         if key is not None and (ext is None or ext.lock_free):
             # The common case: no lock (see the module docstring). A task with a deadline,
             # a retry policy or a recurrence takes it: it needs the promoter. Here its
@@ -216,6 +209,11 @@ class Scheduler(Promotion, Closing, Posting):
             # first and looks again (see take()), so one of the two always sees the other.
             if workers.idle:
                 workers.wake_one()
+            elif len(workers.threads) < workers.max_workers:
+                # After the append too, as ThreadPoolExecutor starts its threads: the new
+                # worker finds the task at once, not after a park and a wake-up (a third
+                # of a cold pool's first start).
+                self._start_worker_for(task)
             # After the append too: shutdown, and a lane's, close before they look at the
             # intake for the last time, so either that look finds this task or this check
             # finds it closed (then the task is taken back, unless a worker started it).
@@ -226,9 +224,25 @@ class Scheduler(Promotion, Closing, Posting):
                 self.check_open()
                 ext.check_open()  # type: ignore[union-attr]  # not closed: so the lane is
             return
+        if (not workers.idle if due_now else not workers.threads) and (
+            len(workers.threads) < workers.max_workers
+        ):
+            # Before the task is queued: if no worker can start and none runs, this raises
+            # with nothing to take back. A delayed task needs one worker, started now:
+            # Python 3.12+ starts no thread at interpreter exit, when it may become due.
+            workers.start_worker(self)
         if not self.manual_time:
-            self.promoter.start()  # likewise before the task is queued
+            self.promoter.start()  # likewise
         self._add_locked(task, key)
+
+    def _start_worker_for(self, task: Task) -> None:
+        """add(): a worker for a task just put in the intake. If none can start and none
+        runs, the task is taken back (no worker could have started it) and this raises."""
+        try:
+            self.workers.start_worker(self)
+        except BaseException:
+            self._take_back(task)
+            raise
 
     def _add_locked(self, task: Task, key: Any) -> None:
         """add(), for a task not due, or one that needs the promoter: under the lock."""

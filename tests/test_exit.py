@@ -64,13 +64,17 @@ def test_shutdown_cancel_futures_cancels_delayed_tasks() -> None:
 
 def test_shutdown_from_a_task_returns_and_the_rest_completes() -> None:
     result = run_script("""
+        import threading
         from priority_executor import PriorityExecutor
         ex = PriorityExecutor(1)
+        queued = threading.Event()
         def stop():
+            queued.wait(10)  # else the next submit may come after the shutdown, and raise
             ex.shutdown(wait=True)
             say("shutdown returned in the task")
         ex.submit(stop)
         ex.submit(say, "queued ran")
+        queued.set()
     """)
     assert result.stdout.splitlines() == ["shutdown returned in the task", "queued ran"]
 

@@ -49,10 +49,17 @@ class Starts:
         wait_until(lambda: len(self.log) >= count, what=f"{count} starts")
 
 
-def no_ready(ex: PriorityExecutor) -> None:
+def no_ready(ex: PriorityExecutor, starts: Starts | None = None) -> None:
     """Wait until every task that may start has started (``clock.settle()`` would wait
-    for the held ones to end too)."""
-    wait_until(lambda: ex.stats().ready == 0, what="no ready task")
+    for the held ones to end too); with ``starts``, its bodies, which all tasks are, have
+    logged it (a task is counted running as a worker claims it, before its body runs)."""
+
+    def started() -> bool:
+        stats = ex.stats()
+        logged = starts is None or stats.running + stats.completed <= len(starts.log)
+        return stats.ready == 0 and logged
+
+    wait_until(started, what="no ready task")
 
 
 def hold_workers(ex: PriorityExecutor, workers: int) -> threading.Event:
@@ -235,7 +242,7 @@ def test_nested_limits_both_hold_and_neither_blocks_a_sibling() -> None:
         b2 = b.submit(starts.job("b2"))
         c.submit(starts.job("c1"))
         c2 = c.submit(starts.job("c2"))
-        no_ready(ex)
+        no_ready(ex, starts)
         # host-a at max_running holds a2 back, not b1 or c1; hosts' window, full with a1,
         # b1 and c1, holds c2 back.
         assert sorted(starts.log) == ["a1", "b1", "c1"]
@@ -250,12 +257,12 @@ def test_nested_limits_both_hold_and_neither_blocks_a_sibling() -> None:
         # a1 ends: host-a has room, but hosts has none: a2 waits for hosts now.
         starts.release("a1")
         a1.result(timeout=TIMEOUT)
-        no_ready(ex)
+        no_ready(ex, starts)
         assert [t.held_in for t in ex.waiting() if t.lane == "host-a"] == ["hosts"]
         clock.advance(10)  # the window passes: hosts' room goes to a2 and c2, not b2
         a2.result(timeout=TIMEOUT)
         c2.result(timeout=TIMEOUT)
-        no_ready(ex)
+        no_ready(ex, starts)
         assert sorted(starts.log[4:]) == ["a2", "c2"]
         assert not b2.done()
         assert a.stats().completed == 2 and hosts.stats().completed == 0
@@ -263,7 +270,7 @@ def test_nested_limits_both_hold_and_neither_blocks_a_sibling() -> None:
         assert b2.result(timeout=TIMEOUT) == "b2"
         d = ex.lane("host-d", parent=hosts)
         late = d.submit(starts.job("d1"))
-        no_ready(ex)
+        no_ready(ex, starts)
         assert not late.done()  # a2, c2 and b2 fill hosts' window until t = 20
         clock.advance(10)
         assert late.result(timeout=TIMEOUT) == "d1"

@@ -106,16 +106,17 @@ def shutdown_returns_after_what_it_accepted(outcome: dict[str, Any], log: list[s
 @pytest.mark.parametrize("workers", ["none yet", "one busy"])
 def test_submit_paused_after_its_open_check_while_shutdown_completes(workers: str) -> None:
     """Shutdown first: it closes intake and returns while the submit waits between its
-    check that intake is open and queueing its task (where it starts a worker). The submit
-    then raises, and its task never runs, even though it found room to start a worker."""
+    check that intake is open and the append of its task to the intake. The submit then
+    raises, and its task never runs, even though it finds room to start a worker."""
     ex = PriorityExecutor(2)
     log: list[str] = []
     scheduler = ex._scheduler
     pause = Pause()
+    # Set before any worker starts, which holds on to the intake; armed once one is busy.
+    pause._used = True
+    scheduler.intake = PausingBeforeIntake(pause)  # type: ignore[assignment]
     with blocked_worker(ex) if workers == "one busy" else nullcontext() as blocker:
-        # Found no idle worker, so about to start one before it queues its task.
-        workers = scheduler.workers
-        workers.start_worker = pause_before(workers.start_worker, pause)  # type: ignore[method-assign]
+        pause._used = False
         outcome = submit_in_thread(ex, lambda: log.append("ran"))
         assert pause.reached.wait(TIMEOUT)
         if blocker is not None:
@@ -126,6 +127,31 @@ def test_submit_paused_after_its_open_check_while_shutdown_completes(workers: st
         shutdown_returns_after_what_it_accepted(outcome, log)
     assert "future" not in outcome
     assert ex.stats().running == ex.stats().ready == 0
+
+
+@pytest.mark.parametrize("workers", ["none yet", "one busy"])
+def test_submit_paused_before_starting_its_worker_while_shutdown_completes(
+    workers: str,
+) -> None:
+    """The submit's task is in the intake, and the submit waits to start a worker for it
+    (none is idle) while shutdown(wait=True) runs: shutdown finds the task accepted and
+    returns only once it ran, with no help from the paused submit, which then returns."""
+    ex = PriorityExecutor(2)
+    log: list[str] = []
+    pause = Pause()
+    with blocked_worker(ex) if workers == "one busy" else nullcontext() as blocker:
+        workers_ = ex._scheduler.workers
+        workers_.start_worker = pause_before(workers_.start_worker, pause)  # type: ignore[method-assign]
+        outcome = submit_in_thread(ex, lambda: log.append("ran"))
+        assert pause.reached.wait(TIMEOUT)
+        if blocker is not None:
+            blocker[0].set()
+        shutdown_bounded(ex)
+        log.append("shutdown returned")
+        pause.go_on.set()
+        shutdown_returns_after_what_it_accepted(outcome, log)
+    assert "future" in outcome
+    assert ex.stats().completed == (2 if workers == "one busy" else 1)
 
 
 @pytest.mark.parametrize("closing", ["the executor", "its lane"])
