@@ -49,6 +49,7 @@ from ._task import (
     Core,
     Tally,
     Task,
+    Workers,
 )
 from ._waiting import HeldBy
 
@@ -388,6 +389,21 @@ class LaneState:
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
             counts[was] -= 1
         counts[state] += 1
+        if was == READY:
+            if task in self.given:  # else a lane alone's, taken as it came
+                lane: LaneState | None = self
+                while lane is not None:
+                    del lane.given[task]
+                    lane = lane.parent
+        elif was == THROTTLED:
+            self._unhold(state)
+        if state == STARTED:  # the common case first: it took its room
+            now = core.now()
+            lane = self
+            while lane is not None:
+                lane.limits.started(now)
+                lane = lane.parent
+            return
         if state in (THROTTLED, READY):
             if not self.tracked:
                 self.tracked = True
@@ -397,30 +413,9 @@ class LaneState:
                     self.held += 1  # _hold(1), inlined: most lanes sit in none
                 else:
                     self._hold(1)
-        elif self.tracked and state != STARTED:
+        elif self.tracked and not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
             self._untrack(core)
-        if was == THROTTLED:
-            if self.parent is None:
-                self.held -= 1
-            else:
-                self._hold(-1)
-            throttled = self.throttled
-            if state != READY and len(throttled) > 2 * counts[THROTTLED]:
-                # Compacting when at least half the entries are dead: O(1) per claim.
-                throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
-                heapify(throttled)
-        if was == READY and task in self.given:  # else a lane alone's, taken as it came
-            lane: LaneState | None = self
-            while lane is not None:
-                del lane.given[task]
-                lane = lane.parent
-        if state == STARTED:
-            now = core.now()
-            lane = self
-            while lane is not None:
-                lane.limits.started(now)
-                lane = lane.parent
-        elif was == STARTED:
+        if was == STARTED:
             # An attempt that failed, to be tried again: its run is over, its room free.
             self.retries += 1
             self._run_over(core.now(), core, effects)
@@ -430,13 +425,23 @@ class LaneState:
         if state > STARTED and was <= READY:
             self.settled(effects)
 
+    def _unhold(self, state: int) -> None:
+        """A throttled task of this lane moved on to ``state``."""
+        if self.parent is None:
+            self.held -= 1
+        else:
+            self._hold(-1)
+        throttled = self.throttled
+        if state != READY and len(throttled) > 2 * self.counts[THROTTLED]:
+            # Compacting when at least half the entries are dead: O(1) per claim.
+            throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
+            heapify(throttled)
+
     def _untrack(self, core: Core) -> None:
-        """Out of the scheduler's holders once nothing of it is due or runs (a busy lane,
-        whose READY count comes and goes with each start, stays listed)."""
-        counts = self.counts
-        if not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
-            self.tracked = False
-            core.holding(self, False)
+        """Out of the scheduler's holders: nothing of it is due or runs (a busy lane, whose
+        READY count comes and goes with each start, stays listed)."""
+        self.tracked = False
+        core.holding(self, False)
 
     def _run_over(self, at: float, core: Core, effects: Effects) -> None:
         lane: LaneState | None = self
@@ -455,8 +460,8 @@ class LaneState:
         counts[STARTED] -= 1
         counts[state] += 1
         self._run_over(at, core, effects)
-        if self.tracked:
-            self._untrack(core)
+        if self.tracked and not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
+            self._untrack(core)  # idle now
         if self.drained is not None:
             self.settled(effects)
 
@@ -601,10 +606,12 @@ class LaneTally:
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
         end = functools.partial(lane.ended, state, core.now(), core)
-        top, workers = lane.root or lane, core.workers
-        # Whether a worker could start a task now: one idle, or one the pool may add.
-        free = bool(workers.idle) or len(workers.threads) < workers.max_workers
-        if (top.held and free) or lane.drained is not None or (lane.timed and top.given):
+        top = lane.root or lane
+        if (
+            (top.held and _free(core.workers))
+            or lane.drained is not None
+            or (lane.timed and top.given)
+        ):
             # Counted at once: a task waits for this room and a worker could start it now,
             # or a task holds room that a cooldown this end starts again takes back.
             core.locked(end)
@@ -615,7 +622,7 @@ class LaneTally:
             # After the post: a task throttled since, by a thread that counted the posts
             # before this one, waits for whoever counts this one; this look makes it this
             # thread, now. (A worker that parks after it sees the post: see take().)
-            if top.held and free:
+            if top.held and _free(core.workers):
                 core.locked(core.count_posted)
         self.tally[state] = count
 
@@ -627,6 +634,11 @@ class LaneTally:
         # run no longer in hand, and decides for itself (see close).
         if lane.drained is not None and not lane.in_hand:
             self.core.locked(functools.partial(_settle, lane, self.core))
+
+
+def _free(workers: Workers) -> bool:
+    """Whether a worker could start a task now: one idle, or one the pool may add."""
+    return bool(workers.idle) or len(workers.threads) < workers.max_workers
 
 
 def _settle(lane: LaneState, core: Core, effects: Effects) -> None:
