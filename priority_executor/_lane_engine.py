@@ -421,7 +421,7 @@ class LaneState:
         if was == STARTED:
             # An attempt that failed, to be tried again: its run is over, its room free.
             self.retries += 1
-            self._run_over(core.now(), core, effects)
+            self.ended(None, core.now(), core, effects)
         elif was == READY and state > STARTED and (self.root or self).held:
             # A given task left without starting: its room is another's.
             (self.root or self).give_room(core, effects)
@@ -446,23 +446,23 @@ class LaneState:
         self.tracked = False
         core.holding(self, False)
 
-    def _run_over(self, at: float, core: Core, effects: Effects) -> None:
+    def ended(self, state: int | None, at: float, core: Core, effects: Effects) -> None:
+        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally), or as an attempt
+        to be tried again (None: ``moved`` counted it): its room goes to the next task; an
+        idle lane leaves the holders; a closed lane may be drained."""
+        counts = self.counts
+        if state is not None:
+            counts[STARTED] -= 1
+            counts[state] += 1
         lane: LaneState | None = self
         while lane is not None:
             lane.limits.ended(at)
             if lane.given and lane.limits.cooldown is not None:
                 lane._over(at, core, effects)  # its cooldown starts again
             lane = lane.parent
-        if (self.root or self).held:
-            (self.root or self).give_room(core, effects)
-
-    def ended(self, state: int, at: float, core: Core, effects: Effects) -> None:
-        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally): its room goes
-        to the next task; a closed lane may be drained."""
-        counts = self.counts
-        counts[STARTED] -= 1
-        counts[state] += 1
-        self._run_over(at, core, effects)
+        top = self.root or self
+        if top.held:
+            top.give_room(core, effects)
         if self.tracked and not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
             self._untrack(core)  # idle now
         if self.drained is not None:
@@ -504,8 +504,11 @@ class LaneState:
         if task in self.given:
             return STARTED
         now = core.now()
+        if self.parent is None:  # _full(now), inlined for a lane in none (most lanes)
+            full = self if self.limits.room(now) <= len(self.given) else None
+        else:
+            full = self._full(now)
         top = self.root or self
-        full = self._full(now)
         if full is None and not top.held:
             return STARTED
         core.move(task, THROTTLED, effects)
