@@ -149,6 +149,9 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
         gate = make_gate(max_waiting, waiting_timeout)
         # How long each run may take, unless its lane or its call says (see _runtime).
         self._time_limit = check_time_limit(time_limit)
+        # Whether any lane was given one: until then, a lane's task runs under the
+        # executor's, and its submit looks up no lane for it (see _limit_lanes).
+        self._lane_limits = False
         # Named as Python 3.14's sys.flags.thread_inherit_context, which does for a thread
         # what this does for a task: start it in a copy of its starter's context.
         self._inherit_context = inherit_context
@@ -222,8 +225,13 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             check_callable(fn)
             check_priority(priority)
         scheduler = self._scheduler
-        retry = self._retry if lane is None else self._retry_for(lane)  # no call on the plain path
-        limit = self._time_limit if lane is None and options is None else self._limit(options, lane)
+        # _retry_for(lane), inlined: no call on a lane's submit either.
+        retry = self._retry if lane is None or lane.retry is None else lane.retry
+        limit = (
+            self._time_limit
+            if options is None and (lane is None or not self._lane_limits)
+            else self._limit(options, lane)
+        )
         if limit is not None:
             self._check_limit()
             future = limited_future(self._owner, self._backend is not None and retry is None)
@@ -396,6 +404,12 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
                 " executor given cannot be stopped"
             )
 
+    def _limit_lanes(self) -> None:
+        """A lane is given a time limit: refused as ``_check_limit`` says, else from now on
+        each lane's submit looks for its lane's (see ``_limit``)."""
+        self._check_limit()
+        self._lane_limits = True
+
     def _retry_for(self, lane: LaneState | None) -> Retry | None:
         """A lane's retry policy replaces the executor's."""
         return self._retry if lane is None or lane.retry is None else lane.retry
@@ -463,7 +477,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             time_limit,
         )
         if state.time_limit is not None:
-            self._check_limit()
+            self._limit_lanes()
         self._check_priority(state.priority)
         self._scheduler.check_open()
         if name is None:
@@ -516,7 +530,7 @@ class PriorityExecutor(_submitting.Executor, ThreadPoolExecutor):
             functools.partial(_control.waiting, self._scheduler),
             self._keep_lane,
             parent,
-            self._check_limit,
+            self._limit_lanes,
         )
 
     def _keep_lane(self, state: LaneState) -> None:

@@ -32,23 +32,20 @@ from collections.abc import Iterator
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any
 
-from . import _threads
 from ._limits import Limits, Rate
 from ._run import run
-from ._stats import ExecutorStats, make_stats
 from ._task import (
-    CANCELLED,
     INTAKE,
     READY,
     STARTED,
     STATES,
     THROTTLED,
-    WAITING,
     Alarm,
     Call,
     Core,
     Tally,
     Task,
+    Workers,
 )
 from ._waiting import HeldBy
 
@@ -57,7 +54,6 @@ if TYPE_CHECKING:
     from ._fair import Share
     from ._gate import Gate
     from ._retry import Retry
-    from ._scheduler import Scheduler
 
 
 class LaneState:
@@ -333,6 +329,14 @@ class LaneState:
             worst = max(given.values())
             worst[-1].ext.lane._take_back(worst, core, effects)
 
+    def limits_changed(self, now: float, core: Core, effects: Effects) -> None:
+        """Its limits (or weight) were changed (see ``_lane_control.configure``): the room
+        given beyond them is taken back, the room they add given."""
+        self._over(now, core, effects)
+        top = self.root or self
+        if top.held:
+            top.give_room(core, effects)
+
     def _plan(self, now: float, core: Core, effects: Effects) -> None:
         """This lane's room is what its throttled tasks, or those of the lanes inside it, wait
         for: look again when time alone gives more. Never at a time already passed: that
@@ -388,6 +392,21 @@ class LaneState:
         if was != INTAKE:  # a task in the intake is not its lane's yet (see add())
             counts[was] -= 1
         counts[state] += 1
+        if was == READY:
+            if task in self.given:  # else a lane alone's, taken as it came
+                lane: LaneState | None = self
+                while lane is not None:
+                    del lane.given[task]
+                    lane = lane.parent
+        elif was == THROTTLED:
+            self._unhold(state)
+        if state == STARTED:  # the common case first: it took its room
+            now = core.now()
+            lane = self
+            while lane is not None:
+                lane.limits.started(now)
+                lane = lane.parent
+            return
         if state in (THROTTLED, READY):
             if not self.tracked:
                 self.tracked = True
@@ -397,66 +416,55 @@ class LaneState:
                     self.held += 1  # _hold(1), inlined: most lanes sit in none
                 else:
                     self._hold(1)
-        elif self.tracked and state != STARTED:
+        elif self.tracked and not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
             self._untrack(core)
-        if was == THROTTLED:
-            if self.parent is None:
-                self.held -= 1
-            else:
-                self._hold(-1)
-            throttled = self.throttled
-            if state != READY and len(throttled) > 2 * counts[THROTTLED]:
-                # Compacting when at least half the entries are dead: O(1) per claim.
-                throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
-                heapify(throttled)
-        if was == READY and task in self.given:  # else a lane alone's, taken as it came
-            lane: LaneState | None = self
-            while lane is not None:
-                del lane.given[task]
-                lane = lane.parent
-        if state == STARTED:
-            now = core.now()
-            lane = self
-            while lane is not None:
-                lane.limits.started(now)
-                lane = lane.parent
-        elif was == STARTED:
+        if was == STARTED:
             # An attempt that failed, to be tried again: its run is over, its room free.
             self.retries += 1
-            self._run_over(core.now(), core, effects)
+            self.ended(None, core.now(), core, effects)
         elif was == READY and state > STARTED and (self.root or self).held:
             # A given task left without starting: its room is another's.
             (self.root or self).give_room(core, effects)
         if state > STARTED and was <= READY:
             self.settled(effects)
 
-    def _untrack(self, core: Core) -> None:
-        """Out of the scheduler's holders once nothing of it is due or runs (a busy lane,
-        whose READY count comes and goes with each start, stays listed)."""
-        counts = self.counts
-        if not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
-            self.tracked = False
-            core.holding(self, False)
+    def _unhold(self, state: int) -> None:
+        """A throttled task of this lane moved on to ``state``."""
+        if self.parent is None:
+            self.held -= 1
+        else:
+            self._hold(-1)
+        throttled = self.throttled
+        if state != READY and len(throttled) > 2 * self.counts[THROTTLED]:
+            # Compacting when at least half the entries are dead: O(1) per claim.
+            throttled[:] = [entry for entry in throttled if entry[-1].state == THROTTLED]
+            heapify(throttled)
 
-    def _run_over(self, at: float, core: Core, effects: Effects) -> None:
+    def _untrack(self, core: Core) -> None:
+        """Out of the scheduler's holders: nothing of it is due or runs (a busy lane, whose
+        READY count comes and goes with each start, stays listed)."""
+        self.tracked = False
+        core.holding(self, False)
+
+    def ended(self, state: int | None, at: float, core: Core, effects: Effects) -> None:
+        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally), or as an attempt
+        to be tried again (None: ``moved`` counted it): its room goes to the next task; an
+        idle lane leaves the holders; a closed lane may be drained."""
+        counts = self.counts
+        if state is not None:
+            counts[STARTED] -= 1
+            counts[state] += 1
         lane: LaneState | None = self
         while lane is not None:
             lane.limits.ended(at)
             if lane.given and lane.limits.cooldown is not None:
                 lane._over(at, core, effects)  # its cooldown starts again
             lane = lane.parent
-        if (self.root or self).held:
-            (self.root or self).give_room(core, effects)
-
-    def ended(self, state: int, at: float, core: Core, effects: Effects) -> None:
-        """A run of its tasks ended at ``at``, in ``state`` (see LaneTally): its room goes
-        to the next task; a closed lane may be drained."""
-        counts = self.counts
-        counts[STARTED] -= 1
-        counts[state] += 1
-        self._run_over(at, core, effects)
-        if self.tracked:
-            self._untrack(core)
+        top = self.root or self
+        if top.held:
+            top.give_room(core, effects)
+        if self.tracked and not (counts[READY] or counts[THROTTLED] or counts[STARTED]):
+            self._untrack(core)  # idle now
         if self.drained is not None:
             self.settled(effects)
 
@@ -496,8 +504,11 @@ class LaneState:
         if task in self.given:
             return STARTED
         now = core.now()
+        if self.parent is None:  # _full(now), inlined for a lane in none (most lanes)
+            full = self if self.limits.room(now) <= len(self.given) else None
+        else:
+            full = self._full(now)
         top = self.root or self
-        full = self._full(now)
         if full is None and not top.held:
             return STARTED
         core.move(task, THROTTLED, effects)
@@ -601,10 +612,12 @@ class LaneTally:
     def __setitem__(self, state: int, count: int) -> None:
         lane, core = self.lane, self.core
         end = functools.partial(lane.ended, state, core.now(), core)
-        top, workers = lane.root or lane, core.workers
-        # Whether a worker could start a task now: one idle, or one the pool may add.
-        free = bool(workers.idle) or len(workers.threads) < workers.max_workers
-        if (top.held and free) or lane.drained is not None or (lane.timed and top.given):
+        top = lane.root or lane
+        if (
+            (top.held and _free(core.workers))
+            or lane.drained is not None
+            or (lane.timed and top.given)
+        ):
             # Counted at once: a task waits for this room and a worker could start it now,
             # or a task holds room that a cooldown this end starts again takes back.
             core.locked(end)
@@ -615,7 +628,7 @@ class LaneTally:
             # After the post: a task throttled since, by a thread that counted the posts
             # before this one, waits for whoever counts this one; this look makes it this
             # thread, now. (A worker that parks after it sees the post: see take().)
-            if top.held and free:
+            if top.held and _free(core.workers):
                 core.locked(core.count_posted)
         self.tally[state] = count
 
@@ -624,9 +637,14 @@ class LaneTally:
         lane = self.lane
         lane.in_hand.pop()
         # After the pop: a shutdown that creates ``drained`` after this look finds this
-        # run no longer in hand, and decides for itself (see close).
+        # run no longer in hand, and decides for itself (see _lane_control.close).
         if lane.drained is not None and not lane.in_hand:
             self.core.locked(functools.partial(_settle, lane, self.core))
+
+
+def _free(workers: Workers) -> bool:
+    """Whether a worker could start a task now: one idle, or one the pool may add."""
+    return bool(workers.idle) or len(workers.threads) < workers.max_workers
 
 
 def _settle(lane: LaneState, core: Core, effects: Effects) -> None:
@@ -634,98 +652,3 @@ def _settle(lane: LaneState, core: Core, effects: Effects) -> None:
     posted maybe, is counted."""
     core.count_posted(effects)
     lane.settled(effects)
-
-
-def configure(lane: LaneState, core: Scheduler, changes: dict[str, Any]) -> None:
-    """Change a lane's limits (or weight) at once, under the lock: a limit raised gives its
-    room to the tasks that wait for it now, in this lane and the lanes inside it; one
-    lowered stops the next start (taking back the room given beyond it), and cancels no
-    run."""
-
-    def step(effects: Effects) -> None:
-        lane.check_open()
-        core.count_posted(effects)  # the runs' ends first: the room is counted from them
-        limits, now = lane.limits, core.now()
-        if "max_running" in changes:
-            limits.max_running = changes["max_running"]
-        if "rates" in changes:
-            limits.set_rates(changes["rates"], now)
-        if "cooldown" in changes:
-            limits.cooldown = changes["cooldown"]
-        if "time_limit" in changes:  # read by the submits that follow (Executor._limit)
-            lane.time_limit = changes["time_limit"]
-        lane.timed = lane.timed or limits.timed
-        if "weight" in changes:
-            lane.weight = weight = changes["weight"]
-            if weight is not None:
-                core.share_fairly()
-            if lane.share is not None and core.fair is not None:
-                core.fair.reweigh(lane.share, weight or 1.0)
-        lane._over(now, core, effects)
-        if (lane.root or lane).held:
-            (lane.root or lane).give_room(core, effects)
-
-    timed = lane.timed or changes.get("rates") or changes.get("cooldown") is not None
-    if timed and not core.manual_time:
-        core.promoter.start()  # a window or cooldown may need a timer
-    core.locked(step)
-
-
-def close(lane: LaneState, core: Scheduler, cancel_futures: bool) -> None:
-    """A lane's shutdown: it takes no more tasks; its series end; with ``cancel_futures``,
-    its waiting tasks are cancelled."""
-
-    def step(effects: Effects) -> None:
-        # Closed before the drain: a submit that appends to the intake after it sees the
-        # lane closed, and takes its task back (see Scheduler.add).
-        lane.closed = True
-        if lane.gate is not None:
-            effects.later.append(lane.gate.wake_all)  # the submits waiting for its room raise
-        core.count_posted(effects)
-        core.drain_intake(effects, closing=lane)
-        if cancel_futures:
-            lane.cancelled = True
-            for task in core.claim_waiting(CANCELLED, effects, lane):
-                effects.later.append(task.abandon)
-        # Their futures, as they complete, tell their tasks: that ends the series.
-        effects.later.extend(
-            task.future.cancel
-            for task in core.series
-            if task.ext is not None and task.ext.lane is lane
-        )
-        if lane.drained is None:
-            # Before the look at the runs in hand: a worker that finished one and saw
-            # no ``drained`` took it out of ``in_hand`` before, so this look does not
-            # find it.
-            lane.drained = threading.Event()
-        lane.settled(effects)
-        core.discarded(effects)
-
-    core.locked(step)
-
-
-def join(lane: LaneState, core: Scheduler) -> None:
-    """Wait until a closed lane's tasks have ended, unless called from one of the
-    executor's own threads (see Scheduler.join()), or in a forked child, where they are all
-    the parent's."""
-    if lane.drained is not None and not core.forked and not _threads.owned_by(core):
-        lane.drained.wait()
-
-
-def stats(lane: LaneState, core: Scheduler) -> ExecutorStats:
-    def step(effects: Effects) -> ExecutorStats:
-        # A lane counts its tasks in the intake once drained, and its runs' ends once
-        # they are posted.
-        core.count_posted(effects)
-        core.drain_intake(effects)
-        counts = list(lane.counts)
-        held = lane.held_back(core.now())  # READY, not given room, beyond its room
-        counts[READY] -= held
-        counts[THROTTLED] += held
-        if core.forked:
-            # The parent's tasks, which its lanes still count (see after_fork_in_child).
-            for state in (*WAITING, STARTED):
-                counts[state] = 0
-        return make_stats(counts, lane.retries)
-
-    return core.locked(step)

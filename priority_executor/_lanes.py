@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ._arguments import check_int, check_priority, seconds
 from ._gate import make_gate
-from ._lane_engine import LaneState, close, configure, join, stats
+from ._lane_control import close, configure, join, stats
+from ._lane_engine import LaneState
 from ._limits import Limits, Rate, Smooth
 from ._retry import check_retry
 from ._runtime import check_time_limit
