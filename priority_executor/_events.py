@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
 from . import _threads
 from ._arguments import callable_name
@@ -286,9 +286,10 @@ def timings(future: Future[Any]) -> Timings | None:
     return found if found is not None and future.done() else None
 
 
-# (event class, lane state, at, *its fields after at, wall and lane), a Submitted's fn in
-# place of its name.
-Entry = tuple[Any, ...]
+# (event class, lane state, at, its fields after at, wall and lane, then): a Submitted's fn
+# in place of its name; then: the time of the Due told with a Submitted (a task due at its
+# submit, queued through the intake), else None. One tuple for the two steps of that move.
+Entry = tuple[type[Event], Any, float, tuple[Any, ...], float | None]
 Subscriber = Callable[[Event], object]
 
 
@@ -301,7 +302,7 @@ class Channel:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.entries: deque[Entry] = deque()
+        self.entries: deque[Entry | None] = deque()
         self.drops: deque[None] = deque()  # one per entry dropped, for the next Dropped
         self.idle: list[threading.Lock] = []  # the dispatcher's, while it sleeps
 
@@ -313,6 +314,20 @@ class Channel:
             self.drops.append(None)
         if self.idle:  # the dispatcher sleeps: most puts find it busy, or gathering
             self.wake()
+
+    def put_pair(self, entry: Entry) -> None:
+        """Put an entry that tells two events (its ``then``): it takes two places, itself and
+        a None that the dispatcher skips, so that ``BUFFER`` bounds the events that wait."""
+        entries = self.entries
+        if len(entries) < BUFFER - 1:
+            entries.append(entry)
+            entries.append(None)
+            if self.idle:
+                self.wake()
+        else:  # room for one at most: each on its own, kept or dropped
+            kind, lane, at, fields, then = entry
+            self.put((kind, lane, at, fields, None))
+            self.put((Due, lane, cast(float, then), fields[:2], None))
 
     def wake(self) -> None:
         # After the append: the dispatcher lists itself idle, then looks again, so one of
@@ -360,7 +375,7 @@ class Observer:
         """Tell an event of this task, with its own ``fields`` after the task's."""
         channel = self.channel
         if channel is not None:
-            channel.put((kind, self.lane, at, self.id, self.priority, *fields))
+            channel.put((kind, self.lane, at, (self.id, self.priority, *fields), None))
 
     def moved(
         self, task: Task, was: int, state: int, attempt: int, error: BaseException | None
@@ -382,6 +397,11 @@ class Observer:
             return
         if last == VOID and was != VOID:
             # Queued through the intake at its submit: it moves first out of it.
+            if state == READY:  # due at its submit: the common step, Submitted and Due
+                timings.queue += spent
+                timings.due = task._when
+                self._submitted(task, timings.submitted, now)
+                return
             last = INTAKE
             self._submitted(task, timings.submitted)
         # The time it spent in the state it leaves, by what it waited for.
@@ -424,9 +444,17 @@ class Observer:
         elif state >= FAILED and state != VOID:
             self._ended(now, state)
 
-    def _submitted(self, task: Task, at: float) -> None:
-        series = task.ext is not None and task.ext.recurrence is not None
-        self.emit(Submitted, at, task.fn, task._when, task.context, series)
+    def _submitted(self, task: Task, at: float, due: float | None = None) -> None:
+        """Tell its Submitted (at ``at``), and if ``due``, its Due then with it."""
+        channel = self.channel
+        if channel is not None:
+            series = task.ext is not None and task.ext.recurrence is not None
+            fields = (self.id, self.priority, task.fn, task._when, task.context, series)
+            entry = (Submitted, self.lane, at, fields, due)
+            if due is None:
+                channel.put(entry)
+            else:
+                channel.put_pair(entry)
 
     def timed_out(self, attempt: int, limit: float, now: float) -> None:
         """A run reached its time limit (see ``_runtime.RunLimit.fire``), under the lock."""
@@ -538,7 +566,7 @@ class Events:
             return bool(self.subscribers)
 
     def lane_configured(self, lane: Any, options: Mapping[str, object]) -> None:
-        self.channel.put((LaneConfigured, lane, self.channel.clock.now(), options))
+        self.channel.put((LaneConfigured, lane, self.channel.clock.now(), (options,), None))
 
     def close(self) -> None:
         """Deliver what is left, then let the dispatcher exit; wait for it, unless called
@@ -578,10 +606,21 @@ def _deliver(events_ref: weakref.ref[Events], channel: Channel) -> None:
                 clock = channel.clock
                 dropped = Dropped(clock.now(), clock.wall(), None, count)
                 _call(events.subscribers, _EVERY_LANE, dropped)
-            kind, lane, at, *fields = entries.popleft()
-            if kind is Submitted:
-                fields[2] = callable_name(fields[2])  # its fn, named here, off the hot path
+            entry = entries.popleft()
+            if entry is None:
+                continue  # the place of a Due told with its Submitted (see put_pair)
+            kind, lane, at, fields, then = entry
             name = None if lane is None else lane.name
+            if kind is Submitted:
+                task, priority, fn, due, context, series = fields
+                # Its fn, named here, off the hot path.
+                event = Submitted(
+                    at, at + offset, name, task, priority, callable_name(fn), due, context, series
+                )
+                _call(events.subscribers, lane, event)
+                if then is None:
+                    continue
+                kind, at, fields = Due, then, (task, priority)
             _call(events.subscribers, lane, kind(at, at + offset, name, *fields))
         if events.closed:
             return

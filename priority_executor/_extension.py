@@ -252,6 +252,28 @@ class Observed(Extension):
     __slots__ = ()
     lock_free = True
 
+    # The hooks of Extension, less the features it cannot have: what an observed no-op
+    # task pays for its events is mostly these calls (see _events).
+    def start(self, task: Task, entry: tuple[Any, ...], core: Core, effects: Effects) -> int:
+        lane = self.lane
+        if lane is not None and lane.start(task, entry, core, effects) == THROTTLED:
+            return THROTTLED
+        return STARTED
+
+    def moved(self, task: Task, was: int, state: int, core: Core, effects: Effects) -> None:
+        if self.lane is not None:
+            self.lane.moved(task, was, state, core, effects)
+        self.observer.moved(task, was, state, 1, None)  # type: ignore[union-attr]  # observed
+
+    def run(self, task: Task, tally: Tally, call: Call | None, core: Core) -> bool | None:
+        task.future._token = None  # a token of its own, made when asked for (see _token)
+        tally = self.observer.running(tally)  # type: ignore[union-attr]  # observed
+        if self.lane is None:
+            run(task, tally, call)
+        else:
+            self.lane.run(task, tally, call, core)
+        return False
+
     @property
     def closed(self) -> bool:
         return self.lane is not None and self.lane.closed
