@@ -41,6 +41,7 @@ class Sizes:
     idle_lanes: int
     key_tasks: int
     limiter_keys: int
+    limit_samples: int
 
 
 FULL = Sizes(
@@ -76,6 +77,7 @@ FULL = Sizes(
     idle_lanes=1_000_000,
     key_tasks=200_000,
     limiter_keys=100_000,
+    limit_samples=200,
 )
 
 QUICK = Sizes(
@@ -111,6 +113,7 @@ QUICK = Sizes(
     idle_lanes=50_000,
     key_tasks=20_000,
     limiter_keys=5_000,
+    limit_samples=50,
 )
 
 SEED = 20_240_601

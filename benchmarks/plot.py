@@ -34,6 +34,7 @@ COLORS = {
     "PE submit": "tab:cyan",
     "PE unbounded": "tab:cyan",
     "PE interval": "tab:cyan",
+    "PE cooperative": "tab:cyan",
 }
 LOG_SCALE_SPREAD = 30
 """Use a log scale when the largest median exceeds the smallest this many times."""

@@ -535,6 +535,33 @@ def test_a_pool_whose_every_worker_overruns_does_not_deadlock() -> None:
     )
 
 
+@pytest.mark.xfail(
+    reason="known defect: the timer thread starts each overrunning thread's replacement "
+    "itself, one thread start after another, before it fires the limits due meanwhile "
+    "(benchmark measure 36: 1,000 at once fail 0.5-1 s late)",
+    strict=False,
+)
+def test_many_overrunning_limits_each_fail_within_milliseconds() -> None:
+    tasks, limit = 200, 0.3
+    deadlines, failed = [0.0] * tasks, [0.0] * tasks
+
+    def hung(index: int, release: threading.Event) -> None:
+        deadlines[index] = current().deadline or 0.0
+        hang(release)
+
+    with PriorityExecutor(tasks) as ex, released() as release:
+        submit = ex.options(time_limit=limit).submit
+        futures = [submit(hung, index, release) for index in range(tasks)]
+        for index, future in enumerate(futures):
+            future.add_done_callback(
+                lambda _, index=index: failed.__setitem__(index, time.monotonic())  # type: ignore[misc]
+            )
+        wait(futures, timeout=TIMEOUT)
+        assert all(isinstance(f.exception(), TaskTimeoutError) for f in futures)
+    # Without replacements started on the way, the last one fails about 1 ms late here.
+    assert max(end - deadline for end, deadline in zip(failed, deadlines)) < 0.05
+
+
 def test_overruns_beyond_the_cap_keep_their_worker() -> None:
     clock = ManualClock()
     with PriorityExecutor(1, clock=clock) as ex, released() as release:

@@ -1,4 +1,4 @@
-"""The thirty-five measures, in the order they run and are reported.
+"""The thirty-six measures, in the order they run and are reported.
 
 Each module holds one idea: a ``run`` that produces the raw figures (interleaving the
 contenders) and a ``judge`` that turns their medians into table rows against the target.
@@ -31,6 +31,7 @@ from benchmarks.measures import (
     lane_throughput,
     latency,
     lateness,
+    limit_latency,
     memory,
     reschedule,
     retries,
@@ -263,6 +264,13 @@ MEASURES = (
         lane_keys.judge_bytes,
         lane_keys.bytes_view,
         group="lane-keys",
+    ),
+    Measure(
+        36,
+        "limit-latency",
+        "from a run-time limit to the future failing",
+        limit_latency.run,
+        limit_latency.judge,
     ),
 )
 
