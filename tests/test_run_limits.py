@@ -558,8 +558,9 @@ def test_many_overrunning_limits_each_fail_within_milliseconds() -> None:
             )
         wait(futures, timeout=TIMEOUT)
         assert all(isinstance(f.exception(), TaskTimeoutError) for f in futures)
-    # Without replacements started on the way, the last one fails about 1 ms late here.
-    assert max(end - deadline for end, deadline in zip(failed, deadlines)) < 0.05
+    # Without replacements started on the way, the last one fails about 1 ms late here;
+    # with them, 200 thread starts (tens of ms) come first.
+    assert max(end - deadline for end, deadline in zip(failed, deadlines)) < 0.01
 
 
 def test_overruns_beyond_the_cap_keep_their_worker() -> None:
