@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, cast
 
 from . import _threads
 from ._arguments import callable_name
@@ -289,7 +289,7 @@ def timings(future: Future[Any]) -> Timings | None:
 # (event class, lane state, at, its fields after at, wall and lane, then): a Submitted's fn
 # in place of its name; then: the time of the Due told with a Submitted (a task due at its
 # submit, queued through the intake), else None. One tuple for the two steps of that move.
-Entry = tuple[type[Event], Any, float, tuple[Any, ...], float | None]
+Entry = tuple[type[Event], Any, float, tuple[Any, ...], Optional[float]]
 Subscriber = Callable[[Event], object]
 
 
